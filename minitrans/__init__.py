@@ -1,0 +1,20 @@
+"""minitrans: a mini English→French Transformer, built from its parts.
+
+Public names: :class:`ModelConfig`, :class:`Transformer`, :class:`Translator`.
+"""
+
+from minitrans.config import PRESETS, ModelConfig
+from minitrans.transformer import Transformer
+
+__version__ = "0.1.0"
+__all__ = ["ModelConfig", "PRESETS", "Transformer", "Translator", "__version__"]
+
+
+def __getattr__(name: str):
+    # Translator pulls in SentencePiece and search code; import it only when asked for,
+    # so that `import minitrans` stays a torch-only import.
+    if name == "Translator":
+        from minitrans.translate import Translator
+
+        return Translator
+    raise AttributeError(f"module 'minitrans' has no attribute {name!r}")

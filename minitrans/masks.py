@@ -1,0 +1,39 @@
+"""Attention masks, built in one place with one convention.
+
+Every mask in minitrans is boolean and **True means the position may be attended**, the
+convention of :func:`torch.nn.functional.scaled_dot_product_attention`. Masks broadcast
+to the attention-score shape (B, H, T, S).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
+    """Mask of the keys that are real tokens.
+
+    Args:
+        ids: Token ids, (B, S).
+        pad_id: Id of padding.
+
+    Returns:
+        Bool mask (B, 1, 1, S): True where ``ids`` is not padding.
+    """
+    return (ids != pad_id)[:, None, None, :]
+
+
+def causal_mask(n_queries: int, n_keys: int | None = None, device: torch.device | None = None) -> Tensor:
+    """Mask that lets query i see keys 0..offset+i, where offset = n_keys - n_queries.
+
+    With ``n_keys == n_queries`` this is the usual lower-triangular decoder mask. With
+    more keys than queries (incremental decoding over a key/value cache) the queries are
+    the *last* ``n_queries`` positions of the sequence.
+
+    Returns:
+        Bool mask (T, S) with T = n_queries and S = n_keys.
+    """
+    n_keys = n_queries if n_keys is None else n_keys
+    offset = n_keys - n_queries
+    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril(diagonal=offset)

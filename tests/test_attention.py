@@ -1,0 +1,138 @@
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minitrans.attention import MultiHeadAttention, scaled_dot_product_attention
+from minitrans.cache import AttentionCache
+from minitrans.masks import causal_mask
+
+
+def numpy_attention(q, k, v, mask=None):
+    """The formula transcribed in NumPy, float64: softmax(QKᵀ/√d_k) V."""
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    w = np.exp(scores)
+    w = w / w.sum(axis=-1, keepdims=True)
+    return w @ v, w
+
+
+def random_qkv(b=2, h=3, lq=5, lk=7, d=8):
+    return torch.randn(b, h, lq, d), torch.randn(b, h, lk, d), torch.randn(b, h, lk, d)
+
+
+def test_matches_numpy_transcription():
+    q, k, v = random_qkv()
+    out, w = scaled_dot_product_attention(q, k, v)
+    ref_out, ref_w = numpy_attention(q.double().numpy(), k.double().numpy(), v.double().numpy())
+    np.testing.assert_allclose(out.numpy(), ref_out, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(w.numpy(), ref_w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["none", "padding", "causal"])
+def test_matches_torch_sdpa(kind):
+    q, k, v = random_qkv(lq=6, lk=6)
+    mask = None
+    if kind == "padding":
+        mask = torch.ones(2, 1, 1, 6, dtype=torch.bool)
+        mask[0, ..., 4:] = False
+    elif kind == "causal":
+        mask = causal_mask(6)
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, 3, 6))
+    if mask is not None:
+        assert (w.masked_select(~mask.expand_as(w)) == 0).all()  # exactly zero
+
+
+def test_fully_masked_row_is_finite_and_zero():
+    q, k, v = random_qkv(lq=2, lk=3)
+    mask = torch.tensor([[True, True, False], [False, False, False]])
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    assert torch.isfinite(out).all() and torch.isfinite(w).all()
+    assert (w[..., 1, :] == 0).all() and (out[..., 1, :] == 0).all()
+    torch.testing.assert_close(w[..., 0, :].sum(-1), torch.ones(2, 3))
+
+
+def test_gradient_flows_through_explicit_path():
+    q, k, v = (t.requires_grad_() for t in random_qkv())
+    out, _ = scaled_dot_product_attention(q, k, v, causal_mask(5, 7))
+    out.sum().backward()
+    assert all(torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0 for t in (q, k, v))
+
+
+def copy_to_torch_mha(mha: MultiHeadAttention, d_model: int, n_heads: int) -> torch.nn.MultiheadAttention:
+    ref = torch.nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]))
+        ref.in_proj_bias.copy_(torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
+        ref.out_proj.weight.copy_(mha.out_proj.weight)
+        ref.out_proj.bias.copy_(mha.out_proj.bias)
+    return ref.eval()
+
+
+def test_multihead_matches_torch_multihead_attention():
+    d, h = 32, 4
+    mha = MultiHeadAttention(d, h).eval()
+    ref = copy_to_torch_mha(mha, d, h)
+    x, mem = torch.randn(3, 5, d), torch.randn(3, 7, d)
+    keep = torch.ones(3, 7, dtype=torch.bool)
+    keep[1, 5:] = False
+    ours, w = mha(x, mem, mem, keep[:, None, None, :], need_weights=True)
+    # torch's masks mean the opposite: True = NOT allowed.
+    theirs, their_w = ref(x, mem, mem, key_padding_mask=~keep, average_attn_weights=False)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(w, their_w, rtol=1e-5, atol=1e-6)
+    # self-attention with a causal mask
+    ours, _ = mha(x, x, x, causal_mask(5))
+    theirs, _ = ref(x, x, x, attn_mask=~causal_mask(5))
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_path_equals_explicit_path():
+    mha = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 6, 32)
+    mask = causal_mask(6)
+    fused, none = mha(x, x, x, mask)
+    explicit, w = mha(x, x, x, mask, need_weights=True)
+    assert none is None and w.shape == (2, 4, 6, 6)
+    torch.testing.assert_close(fused, explicit, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_path_close_to_explicit_under_bf16_autocast():
+    mha = MultiHeadAttention(64, 4).eval()
+    x = torch.randn(2, 9, 64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused, _ = mha(x, x, x, causal_mask(9))
+        explicit, _ = mha(x, x, x, causal_mask(9), need_weights=True)
+    # bf16 keeps ~3 significant digits; measured max difference here is ~1e-2.
+    torch.testing.assert_close(fused.float(), explicit.float(), rtol=0.05, atol=0.05)
+
+
+def test_growing_cache_equals_full_self_attention():
+    mha = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 6, 32)
+    full, _ = mha(x, x, x, causal_mask(6))
+    cache = AttentionCache(static=False)
+    steps = [mha(x[:, t:t + 1], x[:, t:t + 1], x[:, t:t + 1], None, cache)[0] for t in range(6)]
+    assert cache.length == 6
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_static_cache_is_computed_once():
+    mha = MultiHeadAttention(32, 4).eval()
+    mem = torch.randn(2, 7, 32)
+    cache = AttentionCache(static=True)
+    q1 = torch.randn(2, 1, 32)
+    a, _ = mha(q1, mem, mem, None, cache)
+    key = cache.key
+    b, _ = mha(q1, torch.zeros_like(mem), torch.zeros_like(mem), None, cache)  # key/value ignored now
+    assert cache.key is key
+    torch.testing.assert_close(a, b)
+
+
+def test_heads_must_divide_width():
+    with pytest.raises(ValueError, match="divisible"):
+        MultiHeadAttention(30, 4)
