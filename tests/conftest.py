@@ -25,3 +25,85 @@ def tiny_config() -> ModelConfig:
 @pytest.fixture
 def tiny_model(tiny_config) -> Transformer:
     return Transformer(tiny_config).eval()
+
+
+# -- a small synthetic English–French corpus -------------------------------------------------
+SUBJECTS = [("the cat", "le chat"), ("the dog", "le chien"), ("the man", "l'homme"), ("the woman", "la femme"),
+            ("a child", "un enfant"), ("the bird", "l'oiseau"), ("my friend", "mon ami"), ("the teacher", "le professeur")]
+VERBS = [("sees", "voit"), ("eats", "mange"), ("likes", "aime"), ("finds", "trouve"), ("draws", "dessine"),
+         ("wants", "veut")]
+OBJECTS = [("an apple", "une pomme"), ("the bread", "le pain"), ("a book", "un livre"), ("the ball", "la balle"),
+           ("a red car", "une voiture rouge"), ("the green house", "la maison verte"), ("some water", "de l'eau"),
+           ("a small boat", "un petit bateau"), ("the old tree", "le vieil arbre")]
+PLACES = [("", ""), (" in the garden", " dans le jardin"), (" at night", " la nuit"), (" today", " aujourd'hui"),
+          (" near the river", " près de la rivière")]
+
+
+def synthetic_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """Template sentences with exact translations; capitalised, with a full stop."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        (se, sf), (ve, vf), (oe, of), (pe, pf) = (rng.choice(x) for x in (SUBJECTS, VERBS, OBJECTS, PLACES))
+        en, fr = f"{se} {ve} {oe}{pe}.", f"{sf} {vf} {of}{pf}."
+        pairs.append((en[0].upper() + en[1:], fr[0].upper() + fr[1:]))
+    return pairs
+
+
+def write_multi30k(root, n_train: int = 400, seed: int = 0):
+    """Write the Multi30k layout (train/val/test_2016_flickr/...) under root/multi30k."""
+    folder = root / "multi30k"
+    folder.mkdir(parents=True, exist_ok=True)
+    sizes = {"train": n_train, "val": 40, "test_2016_flickr": 30, "test_2017_flickr": 20, "test_2017_mscoco": 10}
+    for i, (name, n) in enumerate(sizes.items()):
+        pairs = synthetic_pairs(n, seed + i)
+        (folder / f"{name}.en").write_text("".join(e + "\n" for e, _ in pairs), encoding="utf-8")
+        (folder / f"{name}.fr").write_text("".join(f + "\n" for _, f in pairs), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory):
+    return write_multi30k(tmp_path_factory.mktemp("corpora"))
+
+
+def make_datamodule(data_root, cache_dir, **overrides):
+    from minitrans.datamodule import TranslationDataModule
+
+    settings = dict(dataset="multi30k", data_dir=str(data_root), cache_dir=str(cache_dir), vocab_size=320,
+                    max_tokens=400, eval_max_tokens=400, val_max_sentences=40)
+    settings.update(overrides)
+    return TranslationDataModule(**settings)
+
+
+@pytest.fixture(scope="session")
+def prepared(data_root, tmp_path_factory):
+    """A prepared data module on the synthetic corpus (SentencePiece trained once per session)."""
+    import os
+
+    os.environ.pop("MINITRANS_DATA", None)
+    dm = make_datamodule(data_root, tmp_path_factory.mktemp("cache"))
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint(prepared, tmp_path_factory):
+    """A small model trained on the synthetic corpus until it translates it (~10 s)."""
+    import lightning as L
+
+    from minitrans.training import TranslationModule
+
+    L.seed_everything(0, verbose=False)
+    cfg = ModelConfig(vocab_size=320, d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=128,
+                      dropout=0.0, max_len=64)
+    module = TranslationModule(cfg, lr_schedule="cosine", peak_lr=3e-3, warmup_steps=30, total_steps=300,
+                               label_smoothing=0.0, val_bleu=False)
+    trainer = L.Trainer(max_steps=300, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                        use_distributed_sampler=False)
+    trainer.fit(module, prepared)
+    path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
+    trainer.save_checkpoint(path)
+    return path

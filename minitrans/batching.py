@@ -1,0 +1,169 @@
+"""From token ids to padded batches: collation and a length-bucketed token-budget sampler.
+
+Sentences of similar length are batched together so little compute goes to padding, and a
+batch holds as many sentences as fit a budget of ``max_tokens`` padded positions
+(``n_sentences × longest side``) — the way fairseq and JoeyNMT batch by tokens.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset, Sampler
+
+from minitrans.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+class Batch(NamedTuple):
+    """One training/evaluation batch.
+
+    Attributes:
+        src: Source ids + eos, right-padded (B, S).
+        tgt_in: bos + target ids, right-padded (B, T): the decoder input.
+        tgt_out: target ids + eos, right-padded (B, T): what the decoder must predict.
+        refs: All French references of each sentence (evaluation splits), else None.
+        index: Row number of each sentence in its split.
+    """
+
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    refs: list[list[str]] | None = None
+    index: list[int] | None = None
+
+
+def pad(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> Tensor:
+    """Right-pad lists of ids into a LongTensor (B, max_len)."""
+    out = torch.full((len(seqs), max((len(s) for s in seqs), default=0)), pad_id, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+    return out
+
+
+def collate(examples: list[dict]) -> Batch:
+    """Examples ``{"src_ids", "tgt_ids", ["refs"], ["index"]}`` -> :class:`Batch`."""
+    src = pad([e["src_ids"] + [EOS_ID] for e in examples])
+    tgt_in = pad([[BOS_ID] + e["tgt_ids"] for e in examples])
+    tgt_out = pad([e["tgt_ids"] + [EOS_ID] for e in examples])
+    refs = [e["refs"] for e in examples] if "refs" in examples[0] else None
+    index = [e["index"] for e in examples] if "index" in examples[0] else None
+    return Batch(src, tgt_in, tgt_out, refs, index)
+
+
+class PairDataset(Dataset):
+    """Tokenised pairs held as Python lists: indexing costs nothing on the training path."""
+
+    def __init__(self, src_ids: list[list[int]], tgt_ids: list[list[int]],
+                 refs: list[list[str]] | None = None) -> None:
+        if len(src_ids) != len(tgt_ids):
+            raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets.")
+        self.src_ids, self.tgt_ids, self.refs = src_ids, tgt_ids, refs
+
+    def __len__(self) -> int:
+        return len(self.src_ids)
+
+    def __getitem__(self, i: int) -> dict:
+        item = {"src_ids": self.src_ids[i], "tgt_ids": self.tgt_ids[i], "index": i}
+        if self.refs is not None:
+            item["refs"] = self.refs[i]
+        return item
+
+    def lengths(self) -> list[int]:
+        """Padded cost of each example: the longer side + 1 (bos or eos)."""
+        return [max(len(s), len(t)) + 1 for s, t in zip(self.src_ids, self.tgt_ids)]
+
+
+class TokenBatchSampler(Sampler[list[int]]):
+    """Length-bucketed batches of at most ``max_tokens`` padded positions.
+
+    Each epoch: shuffle (seed + epoch), stable-sort by length so equal lengths stay in
+    random order, cut into batches that fit the budget, shuffle the batch order. With
+    ``num_replicas > 1`` each rank takes every ``num_replicas``-th batch, and all ranks
+    get the same number of batches (DDP needs equal step counts).
+
+    Args:
+        lengths: Padded cost of each example (see :meth:`PairDataset.lengths`).
+        max_tokens: Budget of ``n_sentences × longest`` per batch. A single example over
+            budget gets a batch of its own.
+        shuffle: Shuffle within length buckets and the batch order (training); without,
+            batches come sorted by length (evaluation).
+        seed: Base seed; epoch ``e`` uses ``seed + e``.
+        num_replicas, rank: Data-parallel world size and this process's rank.
+    """
+
+    def __init__(self, lengths: Sequence[int], max_tokens: int, shuffle: bool = True, seed: int = 0,
+                 num_replicas: int = 1, rank: int = 0, max_sentences: int | None = None) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}.")
+        self.lengths = list(lengths)
+        self.max_tokens = max_tokens
+        self.max_sentences = max_sentences
+        self.shuffle = shuffle
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        self.skip = 0  # batches to skip once, when resuming mid-epoch
+        self._cached: tuple[int, list[list[int]]] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Called by Lightning at the start of every epoch."""
+        self.epoch = epoch
+
+    def all_batches(self) -> list[list[int]]:
+        """Batches of every rank for the current epoch, in the order they are served."""
+        if self._cached is None or self._cached[0] != self.epoch:
+            self._cached = (self.epoch, self._make_batches())
+        return self._cached[1]
+
+    def _make_batches(self) -> list[list[int]]:
+        order = list(range(len(self.lengths)))
+        rng = random.Random(self.seed + self.epoch)
+        if self.shuffle:
+            rng.shuffle(order)
+        order.sort(key=self.lengths.__getitem__)  # stable: ties keep their random order
+        batches, batch, longest = [], [], 0
+        for i in order:
+            new_longest = max(longest, self.lengths[i])
+            full = (len(batch) + 1) * new_longest > self.max_tokens or (
+                self.max_sentences is not None and len(batch) >= self.max_sentences)
+            if batch and full:
+                batches.append(batch)
+                batch, new_longest = [], self.lengths[i]
+            batch.append(i)
+            longest = new_longest
+        if batch:
+            batches.append(batch)
+        if self.shuffle:
+            rng.shuffle(batches)
+        return batches
+
+    def _my_batches(self) -> list[list[int]]:
+        batches = self.all_batches()
+        if self.num_replicas > 1:
+            per_rank = len(batches) // self.num_replicas
+            batches = batches[self.rank::self.num_replicas][:per_rank]
+        return batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self._my_batches()
+        skip, self.skip = self.skip, 0
+        return iter(batches[skip:])
+
+    def __len__(self) -> int:
+        # The whole epoch, skipped batches included: Lightning counts a resumed epoch's
+        # batches from where it stopped, so the epoch must keep its full length.
+        return len(self._my_batches())
+
+    def padding_ratio(self) -> float:
+        """Share of padded positions (on the longer side) across this epoch's batches."""
+        real = padded = 0
+        for batch in self.all_batches():
+            lens = [self.lengths[i] for i in batch]
+            real += sum(lens)
+            padded += max(lens) * len(lens)
+        return 1.0 - real / max(padded, 1)

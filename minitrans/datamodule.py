@@ -1,0 +1,250 @@
+"""The LightningDataModule: corpus → SentencePiece → tokenised Arrow cache → batches.
+
+``prepare_data`` does the one-time disk work (read and clean the corpus, train the joint
+SentencePiece model on the training split, tokenise every split with ``datasets.map``,
+save the splits as Arrow). It is keyed by the settings and the raw files' sizes and times,
+so a second run with the same settings reuses the cache in seconds. ``setup`` only loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import datasets
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from minitrans.batching import PairDataset, TokenBatchSampler, collate
+from minitrans.corpus import MULTI30K_SPLITS, DataError, load_corpus, resolve_data_dir
+from minitrans.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+CACHE_VERSION = 1
+
+
+def _column(ds: datasets.Dataset, name: str) -> list:
+    """One column as a plain Python list (fast to index on the training path)."""
+    return ds.select_columns([name]).to_dict()[name]
+
+
+class ResumableDataLoader(DataLoader):
+    """A DataLoader whose position in the epoch is saved in checkpoints.
+
+    Lightning stores ``state_dict()`` of loaders that have one and hands it back on resume;
+    the token-batch sampler then skips the batches the interrupted run already trained on,
+    so a resumed run sees exactly the batches the uninterrupted run would have seen.
+    """
+
+    def __init__(self, *args, progress=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._progress = progress  # callable -> batches completed in the current epoch
+
+    def state_dict(self) -> dict[str, int]:
+        done = self._progress() if self._progress is not None else 0
+        return {"epoch": self.batch_sampler.epoch, "batches_done": done}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.batch_sampler.set_epoch(state["epoch"])
+        self.batch_sampler.skip = state["batches_done"]
+
+
+class TranslationDataModule(L.LightningDataModule):
+    """English→French data for training and evaluation.
+
+    Args:
+        dataset: ``multi30k``, ``tatoeba``, ``tsv``, ``aligned`` or ``hub`` (see
+            :mod:`minitrans.corpus`).
+        data_dir: Directory of the raw corpora; ``$MINITRANS_DATA`` overrides it.
+        files: For ``tsv``/``aligned``: split name -> path (tsv) or path prefix (aligned).
+        hub_id: For ``hub``: the Hugging Face dataset id.
+        cache_dir: Where cleaned, tokenised splits and the SentencePiece model are cached.
+        vocab_size: Size of the joint SentencePiece vocabulary.
+        spm_model_type: ``unigram`` or ``bpe``.
+        max_len: Training pairs with a side longer than this many pieces are dropped.
+        max_tokens: Token budget of a training batch (sentences × longest side).
+        eval_max_tokens: Token budget of a validation/test batch.
+        val_max_sentences: Validation (loss and greedy BLEU) uses the first this many
+            sentences of the validation split, to keep validation fast on CPU.
+        test_split: Split used by ``trainer.test``.
+        valid_size: Tatoeba/tsv: English sentences in the made validation split.
+        test_size: Tatoeba/tsv: English sentences in the made test split.
+        seed: Seed of the Tatoeba split and of the batch order.
+        num_workers: DataLoader worker processes (0 = load in the training process).
+    """
+
+    def __init__(
+        self,
+        dataset: str = "multi30k",
+        data_dir: str | None = None,
+        files: dict[str, str] | None = None,
+        hub_id: str | None = None,
+        cache_dir: str = "data/cache",
+        vocab_size: int = 8000,
+        spm_model_type: str = "unigram",
+        max_len: int = 128,
+        max_tokens: int = 4096,
+        eval_max_tokens: int = 8000,
+        val_max_sentences: int = 500,
+        test_split: str = "test",
+        valid_size: int = 1000,
+        test_size: int = 2000,
+        seed: int = 1,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.tokenizer: Tokenizer | None = None
+        self.splits: dict[str, datasets.Dataset] = {}
+        self._train_loader: ResumableDataLoader | None = None
+
+    # -- the cache -------------------------------------------------------------------
+    def _source_files(self) -> list[Path]:
+        h = self.hparams
+        root = resolve_data_dir(h.data_dir)
+        if h.dataset == "multi30k":
+            return [root / "multi30k" / f"{n}.{lang}" for n in MULTI30K_SPLITS.values() for lang in ("en", "fr")]
+        if h.dataset == "tatoeba":
+            return [root / "tatoeba-fra-eng" / "fra.txt"]
+        if h.dataset == "aligned":
+            return [Path(f"{p}.{lang}") for p in (h.files or {}).values() for lang in ("en", "fr")]
+        return [Path(p) for p in (h.files or {}).values()]
+
+    @property
+    def cache_path(self) -> Path:
+        """``cache_dir/<dataset>-<hash of settings and raw files>``."""
+        h = self.hparams
+        keys = ("dataset", "files", "hub_id", "vocab_size", "spm_model_type", "max_len",
+                "valid_size", "test_size", "seed")
+        stamp: dict[str, Any] = {k: h[k] for k in keys}
+        stamp["version"] = CACHE_VERSION
+        stamp["sources"] = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns)
+                            for p in self._source_files() if p.exists()]
+        digest = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:12]
+        return Path(h.cache_dir) / f"{h.dataset}-{digest}"
+
+    def prepare_data(self) -> None:
+        """Build the cache unless it exists (one process only under DDP)."""
+        path = self.cache_path
+        if (path / "done.json").exists():
+            log.info("Reusing cached data in %s", path)
+            return
+        started = time.perf_counter()
+        h = self.hparams
+        log.info("Preparing %s (cache %s)...", h.dataset, path)
+        splits, report = load_corpus(h.dataset, h.data_dir, h.files, h.hub_id, h.valid_size, h.test_size, h.seed)
+        train = splits["train"]
+        tokenizer = Tokenizer.train(_column(train, "en") + _column(train, "fr"), h.vocab_size, h.spm_model_type)
+
+        def tokenize(rows: dict) -> dict:
+            src, tgt = tokenizer.encode(rows["en"]), tokenizer.encode(rows["fr"])
+            return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src],
+                    "tgt_len": [len(t) for t in tgt]}
+
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name, split in splits.items():
+            split = split.map(tokenize, batched=True, batch_size=2000, desc=f"tokenising {name}")
+            if name == "train":
+                before = len(split)
+                split = split.filter(lambda r: max(r["src_len"], r["tgt_len"]) < h.max_len,
+                                     desc="dropping over-long pairs")
+                if before - len(split):
+                    report.dropped[f"longer than {h.max_len - 1} pieces"] += before - len(split)
+                    report.kept = len(split)
+            split.save_to_disk(str(tmp / name))
+        tokenizer.save(tmp / "spm.model")
+        done = {"cleaning": str(report), "splits": {n: len(s) for n, s in splits.items()},
+                "seconds": round(time.perf_counter() - started, 1)}
+        (tmp / "done.json").write_text(json.dumps(done, indent=2))
+        shutil.rmtree(path, ignore_errors=True)
+        tmp.rename(path)  # the cache appears whole or not at all
+        log.info("Prepared %s in %.1fs: %s", h.dataset, done["seconds"], report)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.tokenizer is not None:
+            return
+        path = self.cache_path
+        if not (path / "done.json").exists():
+            self.prepare_data()
+        self.tokenizer = Tokenizer.load(path / "spm.model")
+        for split_dir in sorted(p for p in path.iterdir() if p.is_dir()):
+            self.splits[split_dir.name] = datasets.load_from_disk(str(split_dir))
+        if self.hparams.test_split not in self.splits:
+            raise DataError(f"data.test_split {self.hparams.test_split!r} is not one of {sorted(self.splits)}.")
+
+    @property
+    def report(self) -> dict:
+        return json.loads((self.cache_path / "done.json").read_text())
+
+    # -- loaders ---------------------------------------------------------------------
+    def pair_dataset(self, split: str, limit: int | None = None) -> PairDataset:
+        ds = self.splits[split]
+        if limit is not None and limit < len(ds):
+            ds = ds.select(range(limit))
+        refs = _column(ds, "refs") if split != "train" else None
+        return PairDataset(_column(ds, "src_ids"), _column(ds, "tgt_ids"), refs)
+
+    def train_sampler(self) -> TokenBatchSampler:
+        data = self.pair_dataset("train")
+        world, rank = 1, 0
+        if self.trainer is not None:
+            world, rank = self.trainer.world_size, self.trainer.global_rank
+        return TokenBatchSampler(data.lengths(), self.hparams.max_tokens, shuffle=True, seed=self.hparams.seed,
+                                 num_replicas=world, rank=rank)
+
+    def train_dataloader(self) -> DataLoader:
+        data = self.pair_dataset("train")
+        progress = None
+        if self.trainer is not None:
+            trainer = self.trainer
+            progress = lambda: trainer.fit_loop.epoch_loop.batch_progress.current.completed  # noqa: E731
+        self._train_loader = ResumableDataLoader(
+            data, batch_sampler=self.train_sampler(), collate_fn=collate, num_workers=self.hparams.num_workers,
+            progress=progress, generator=self._generator())
+        return self._train_loader
+
+    def _eval_loader(self, split: str, limit: int | None = None) -> DataLoader:
+        data = self.pair_dataset(split, limit)
+        sampler = TokenBatchSampler(data.lengths(), self.hparams.eval_max_tokens, shuffle=False)
+        return DataLoader(data, batch_sampler=sampler, collate_fn=collate, num_workers=self.hparams.num_workers,
+                          generator=self._generator())
+
+    def _generator(self) -> torch.Generator:
+        # Each DataLoader iterator draws a base seed; from its own generator it leaves the
+        # global RNG (dropout masks) untouched, so a resumed run draws the same masks.
+        return torch.Generator().manual_seed(self.hparams.seed)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader("valid", self.hparams.val_max_sentences)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.hparams.test_split)
+
+    # -- statistics ------------------------------------------------------------------
+    def statistics(self) -> dict[str, Any]:
+        """Pairs per split, mean and 95th-percentile pieces per side, vocabulary size and
+        coverage, and the padding ratio of the training batches."""
+        out: dict[str, Any] = {"dataset": self.hparams.dataset, "cache": str(self.cache_path),
+                               "vocab_size": self.tokenizer.vocab_size, "splits": {}}
+        for name, split in self.splits.items():
+            row: dict[str, Any] = {"pairs": len(split)}
+            for side in ("src", "tgt"):
+                lens = sorted(_column(split, f"{side}_len"))
+                row[f"{side}_mean"] = round(statistics.fmean(lens), 1) if lens else 0
+                row[f"{side}_p95"] = lens[int(0.95 * (len(lens) - 1))] if lens else 0
+            out["splits"][name] = row
+        valid = self.splits["valid"]
+        out["byte_fallback_rate_valid"] = round(self.tokenizer.byte_fallback_rate(_column(valid, "en") + _column(valid, "fr")), 5)
+        out["train_padding_ratio"] = round(self.train_sampler().padding_ratio(), 4)
+        out["train_batches_per_epoch"] = len(self.train_sampler())
+        out["cleaning"] = self.report["cleaning"]
+        return out

@@ -1,0 +1,75 @@
+import random
+
+import pytest
+
+from minitrans.batching import PairDataset, TokenBatchSampler, collate
+from minitrans.tokenizer import BOS_ID, EOS_ID
+
+
+def realistic_lengths(n=5000, seed=0):
+    rng = random.Random(seed)  # sentence lengths like Multi30k: mean ~15, long tail
+    return [max(2, min(80, int(rng.lognormvariate(2.6, 0.4)))) for _ in range(n)]
+
+
+def test_batches_respect_budget_and_cover_every_example_once():
+    lengths = realistic_lengths()
+    sampler = TokenBatchSampler(lengths, max_tokens=1000, seed=1)
+    batches = list(sampler)
+    assert all(len(b) * max(lengths[i] for i in b) <= 1000 for b in batches)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert len(sampler) == len(batches)
+
+
+def test_padding_ratio_is_low_on_realistic_lengths():
+    sampler = TokenBatchSampler(realistic_lengths(), max_tokens=4096, seed=1)
+    assert sampler.padding_ratio() < 0.10
+    naive = TokenBatchSampler(realistic_lengths(), max_tokens=4096, seed=1)
+    naive._make_batches = lambda: [list(range(i, min(i + 64, 5000))) for i in range(0, 5000, 64)]
+    assert naive.padding_ratio() > 0.3  # what random batching would waste
+
+
+def test_same_seed_same_batches_and_epochs_differ():
+    lengths = realistic_lengths(500)
+    a, b = TokenBatchSampler(lengths, 500, seed=7), TokenBatchSampler(lengths, 500, seed=7)
+    assert list(a) == list(b)
+    first = list(a)
+    a.set_epoch(1)
+    assert list(a) != first
+
+
+def test_ranks_get_disjoint_equal_shares():
+    lengths = realistic_lengths(500)
+    shards = [list(TokenBatchSampler(lengths, 500, seed=7, num_replicas=2, rank=r)) for r in (0, 1)]
+    assert len(shards[0]) == len(shards[1])
+    assert not ({i for b in shards[0] for i in b} & {i for b in shards[1] for i in b})
+
+
+def test_skip_resumes_mid_epoch_once():
+    sampler = TokenBatchSampler(realistic_lengths(500), 500, seed=7)
+    full = list(sampler)
+    sampler.skip = 3
+    assert len(sampler) == len(full)  # the epoch keeps its length for Lightning's counters
+    assert list(sampler) == full[3:]
+    assert list(sampler) == full  # only once
+
+
+def test_eval_order_is_sorted_without_shuffle():
+    lengths = realistic_lengths(200)
+    batches = list(TokenBatchSampler(lengths, 300, shuffle=False))
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(flat)
+
+
+def test_collate_adds_bos_eos_and_pads():
+    data = PairDataset([[5, 6], [7]], [[8], [9, 10, 11]], refs=[["a"], ["b", "c"]])
+    batch = collate([data[0], data[1]])
+    assert batch.src.tolist() == [[5, 6, EOS_ID], [7, EOS_ID, 0]]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 8, 0, 0], [BOS_ID, 9, 10, 11]]
+    assert batch.tgt_out.tolist() == [[8, EOS_ID, 0, 0], [9, 10, 11, EOS_ID]]
+    assert batch.refs == [["a"], ["b", "c"]] and batch.index == [0, 1]
+    assert data.lengths() == [3, 4]
+
+
+def test_bad_budget():
+    with pytest.raises(ValueError, match="max_tokens"):
+        TokenBatchSampler([3], 0)
