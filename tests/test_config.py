@@ -7,8 +7,8 @@ from minitrans import PRESETS, ModelConfig
 
 def test_base_preset_is_the_paper_base_model():
     c = ModelConfig.preset("base", vocab_size=37000)
-    assert (c.d_model, c.n_heads, c.n_encoder_layers, c.n_decoder_layers, c.d_ff, c.dropout) == (
-        512, 8, 6, 6, 2048, 0.1)
+    assert (c.d_model, c.n_heads, c.n_encoder_layers, c.n_decoder_layers, c.d_ff, c.dropout, c.norm_first) == (
+        512, 8, 6, 6, 2048, 0.1, False)
     assert c.d_k == 64
     assert {"tiny", "small", "base"} <= set(PRESETS)
 
