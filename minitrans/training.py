@@ -1,0 +1,203 @@
+"""The LightningModule: a thin adapter between the Transformer and Lightning's Trainer.
+
+It holds the loss (label-smoothed cross-entropy, padding ignored), the optimiser (Adam,
+β = (0.9, 0.98), ε = 1e-9) with the paper's warm-up schedule, validation loss, perplexity
+and BLEU on greedy decodes, and it writes self-contained checkpoints.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from functools import partial
+from typing import Any, Literal
+
+import lightning as L
+import sacrebleu
+import torch
+import torch.nn.functional as F
+
+from minitrans import __version__
+from minitrans.batching import Batch
+from minitrans.config import ModelConfig
+from minitrans.schedule import cosine, inverse_sqrt
+from minitrans.search import greedy_search
+from minitrans.tokenizer import PAD_ID, Tokenizer
+from minitrans.transformer import Transformer
+
+
+def corpus_bleu(hyps: list[str], refs: list[list[str]]) -> sacrebleu.metrics.bleu.BLEUScore:
+    """sacreBLEU corpus BLEU with a variable number of references per sentence."""
+    n_refs = max((len(r) for r in refs), default=1)
+    streams = [[r[i] if i < len(r) else None for r in refs] for i in range(n_refs)]
+    return sacrebleu.BLEU().corpus_score(hyps, streams)
+
+
+class TranslationModule(L.LightningModule):
+    """Trains a :class:`~minitrans.transformer.Transformer`.
+
+    Args:
+        config: The model's :class:`~minitrans.config.ModelConfig` (``vocab_size`` is linked
+            from the data module).
+        label_smoothing: ε_ls of section 5.4 (paper: 0.1).
+        lr_schedule: ``inverse_sqrt`` (the paper's) or ``cosine``.
+        lr_factor: Multiplies the inverse-sqrt schedule (1.0 = the paper).
+        warmup_steps: Warm-up steps (paper: 4000).
+        peak_lr: Peak learning rate of the cosine schedule.
+        total_steps: Where the cosine schedule reaches ``min_lr`` (cosine only).
+        min_lr: Final learning rate of the cosine schedule.
+        weight_decay: AdamW-style decoupled weight decay on matrices (0 = plain Adam).
+        betas: Adam's β1, β2 (paper: 0.9, 0.98).
+        eps: Adam's ε (paper: 1e-9).
+        val_bleu: Greedy-decode the validation sentences and log BLEU.
+        max_len_a: Decoding length limit a · src_len + b (a).
+        max_len_b: Decoding length limit a · src_len + b (b).
+    """
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        label_smoothing: float = 0.1,
+        lr_schedule: Literal["inverse_sqrt", "cosine"] = "inverse_sqrt",
+        lr_factor: float = 1.0,
+        warmup_steps: int = 4000,
+        peak_lr: float = 1e-3,
+        total_steps: int = 100_000,
+        min_lr: float = 0.0,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.98),
+        eps: float = 1e-9,
+        val_bleu: bool = True,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+    ) -> None:
+        super().__init__()
+        if isinstance(config, dict):  # rebuilt from a checkpoint's hyper_parameters
+            config = ModelConfig.from_dict(config)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must lie in [0, 1), got {label_smoothing}.")
+        if warmup_steps < 1:
+            raise ValueError(f"warmup_steps must be positive, got {warmup_steps}.")
+        self.save_hyperparameters(ignore=["config"])
+        self.hparams["config"] = config.to_dict()  # plain dict: loadable with weights_only
+        self.config = config
+        self.model = Transformer(config)
+        self.tokenizer: Tokenizer | None = None
+        self._val_hyps: list[str] = []
+        self._val_refs: list[list[str]] = []
+        self._val_sums = torch.zeros(3)  # smoothed loss, nll, tokens
+        self._last_step_time: float | None = None
+        self._data_hparams: dict[str, Any] = {}
+
+    # -- wiring ----------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is not None and getattr(datamodule, "tokenizer", None) is not None:
+            self.tokenizer = datamodule.tokenizer
+            self._data_hparams = dict(datamodule.hparams)
+            if self.tokenizer.vocab_size != self.config.vocab_size:
+                raise ValueError(f"Tokenizer has {self.tokenizer.vocab_size} pieces but model.config.vocab_size "
+                                 f"is {self.config.vocab_size}; they must be equal.")
+
+    # -- steps -----------------------------------------------------------------------
+    def _losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Summed label-smoothed loss, summed NLL, and the number of target tokens."""
+        logits = self.model(batch.src, batch.tgt_in).float()  # (B, T, V)
+        flat, gold = logits.view(-1, logits.size(-1)), batch.tgt_out.view(-1)
+        loss = F.cross_entropy(flat, gold, ignore_index=PAD_ID, reduction="sum",
+                               label_smoothing=self.hparams.label_smoothing)
+        nll = F.cross_entropy(flat.detach(), gold, ignore_index=PAD_ID, reduction="sum")
+        return loss, nll, (gold != PAD_ID).sum()
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        loss, nll, n_tokens = self._losses(batch)
+        now = time.perf_counter()
+        if self._last_step_time is not None:  # wall time per step, data loading included
+            self.log("tok_s", n_tokens.float() / (now - self._last_step_time), prog_bar=True, on_step=True)
+        self._last_step_time = now
+        self.log("train_loss", loss / n_tokens, prog_bar=True, on_step=True)
+        self.log("train_nll", nll / n_tokens, on_step=True)
+        return loss / n_tokens
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_hyps, self._val_refs = [], []
+        self._val_sums = torch.zeros(3)
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        loss, nll, n_tokens = self._losses(batch)
+        self._val_sums += torch.stack([loss.detach().cpu(), nll.cpu(), n_tokens.cpu().float()])
+        if self.hparams.val_bleu and self.tokenizer is not None and batch.refs is not None:
+            hyps = greedy_search(self.model, batch.src, self.hparams.max_len_a, self.hparams.max_len_b)
+            self._val_hyps += self.tokenizer.decode([h.tokens for h in hyps])
+            self._val_refs += batch.refs
+
+    def on_validation_epoch_end(self) -> None:
+        loss, nll, n = self._val_sums.tolist()
+        n = max(n, 1.0)
+        # Every rank validates the same sentences (no distributed sampler), so the values
+        # agree across ranks; sync_dist only keeps Lightning's DDP bookkeeping consistent.
+        self.log("val_loss", loss / n, prog_bar=True, sync_dist=True)
+        self.log("val_ppl", math.exp(min(nll / n, 50.0)), sync_dist=True)
+        if self._val_hyps:
+            self.log("val_bleu", corpus_bleu(self._val_hyps, self._val_refs).score, prog_bar=True, sync_dist=True)
+        self._last_step_time = None  # validation time is not training throughput
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self.validation_step(batch, batch_idx)
+
+    def on_test_epoch_start(self) -> None:
+        self.on_validation_epoch_start()
+
+    def on_test_epoch_end(self) -> None:
+        loss, nll, n = self._val_sums.tolist()
+        self.log("test_loss", loss / max(n, 1.0), sync_dist=True)
+        if self._val_hyps:
+            self.log("test_bleu_greedy", corpus_bleu(self._val_hyps, self._val_refs).score, sync_dist=True)
+
+    # -- optimisation ----------------------------------------------------------------
+    def lr_at(self, step: int) -> float:
+        h = self.hparams
+        if h.lr_schedule == "cosine":
+            return cosine(step, h.peak_lr, h.warmup_steps, h.total_steps, h.min_lr)
+        return inverse_sqrt(step, self.config.d_model, h.warmup_steps, h.lr_factor)
+
+    def configure_optimizers(self):
+        h = self.hparams
+        decay = [p for p in self.parameters() if p.dim() > 1]
+        no_decay = [p for p in self.parameters() if p.dim() <= 1]
+        groups = [{"params": decay, "weight_decay": h.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        optimizer = torch.optim.AdamW(groups, lr=1.0, betas=tuple(h.betas), eps=h.eps)
+        # LambdaLR multiplies lr=1.0 by the schedule; its step counter is 0-based.
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(_shifted, self.lr_at))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # -- checkpoints -----------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["hyper_parameters"] = dict(checkpoint.get("hyper_parameters", {}))
+        if "datamodule_hyper_parameters" in checkpoint:
+            checkpoint["datamodule_hyper_parameters"] = dict(checkpoint["datamodule_hyper_parameters"])
+        if self.tokenizer is None:
+            raise RuntimeError("TranslationModule has no tokenizer: train it with TranslationDataModule.")
+        checkpoint["minitrans"] = {
+            "version": __version__,
+            "model_config": self.config.to_dict(),
+            "tokenizer": self.tokenizer.to_tensor(),
+            "tokenizer_fingerprint": self.tokenizer.fingerprint(),
+            "data": {k: v for k, v in self._data_hparams.items() if isinstance(v, (str, int, float, bool, type(None)))},
+            "decoding": {"max_len_a": self.hparams.max_len_a, "max_len_b": self.hparams.max_len_b},
+        }
+        # Random-number state, so that a resumed run draws the same dropout masks.
+        checkpoint["rng"] = {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        rng = checkpoint.get("rng")
+        if rng is not None:
+            torch.set_rng_state(rng["torch"])
+            random.setstate((3, tuple(rng["python"]), None))
+        if self.tokenizer is None and "minitrans" in checkpoint:
+            self.tokenizer = Tokenizer.from_tensor(checkpoint["minitrans"]["tokenizer"])
+
+
+def _shifted(schedule, step0: int) -> float:
+    return schedule(step0 + 1)

@@ -1,0 +1,170 @@
+"""Translator: strings in, strings out, from a self-contained checkpoint.
+
+It normalises and tokenises the input, sorts it by length into token-budget batches,
+runs greedy or beam search, detokenises, and returns results in input order. Empty and
+whitespace-only lines give empty translations (line count is preserved); inputs longer
+than the model's positional range are truncated with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from minitrans.batching import pad
+from minitrans.checkpoint import load_for_inference
+from minitrans.corpus import clean
+from minitrans.search import Hypothesis, beam_search, greedy_search
+from minitrans.tokenizer import EOS_ID, Tokenizer
+from minitrans.transformer import Transformer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Translation:
+    """One input's result: the best text, its score, the n-best list and (optionally)
+    the cross-attention weights of the best hypothesis, (target pieces + eos, source pieces + eos)."""
+
+    source: str
+    text: str
+    score: float
+    nbest: list[tuple[str, float]] = field(default_factory=list)
+    src_pieces: list[str] = field(default_factory=list)
+    tgt_pieces: list[str] = field(default_factory=list)
+    attention: torch.Tensor | None = None
+    truncated: bool = False
+
+
+class Translator:
+    """Translate English sentences to French with a trained model.
+
+    Args:
+        model: The Transformer (put in eval mode).
+        tokenizer: Its SentencePiece tokenizer.
+        max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
+        max_len_a, max_len_b: Output length limit ``a · src_len + b``.
+    """
+
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, max_tokens: int = 6000,
+                 max_len_a: float = 1.5, max_len_b: int = 10) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+        self.max_len_a, self.max_len_b = max_len_a, max_len_b
+
+    @classmethod
+    def from_checkpoint(cls, path: str | os.PathLike, device: str = "cpu", **kwargs) -> "Translator":
+        """Load a checkpoint written by ``minitrans train`` (or ``minitrans average``)."""
+        model, tokenizer, meta = load_for_inference(path, device)
+        decoding = {**meta.get("decoding", {}), **kwargs}
+        return cls(model, tokenizer, **decoding)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def translate(self, sentences: list[str], beam_size: int = 5, alpha: float = 0.6) -> list[str]:
+        """Translate ``sentences``; returns one string per input, in input order."""
+        return [t.text for t in self.translate_detailed(sentences, beam_size, alpha)]
+
+    def translate_detailed(self, sentences: list[str], beam_size: int = 5, alpha: float = 0.6, nbest: int = 1,
+                           attention: bool = False, use_cache: bool = True) -> list[Translation]:
+        """Like :meth:`translate`, with scores, n-best lists and optionally attention weights."""
+        if beam_size < 1:
+            raise ValueError(f"beam_size must be at least 1, got {beam_size}.")
+        nbest = min(nbest, beam_size)
+        cleaned = [clean(s) for s in sentences]
+        limit = self.model.config.max_len - 1  # room for eos
+        ids = self.tokenizer.encode(cleaned)
+        results: list[Translation | None] = [None] * len(sentences)
+        todo = []
+        for i, (text, seq) in enumerate(zip(cleaned, ids)):
+            if not text:
+                results[i] = Translation(sentences[i], "", 0.0, [("", 0.0)])
+                continue
+            truncated = len(seq) > limit
+            if truncated:
+                log.warning("Input %d has %d pieces, more than the model's %d: translating the first %d only.",
+                            i, len(seq), limit, limit)
+                ids[i] = seq[:limit]
+            todo.append((i, truncated))
+        todo.sort(key=lambda item: len(ids[item[0]]))
+        start = 0
+        while start < len(todo):  # token-budget batches of similar length
+            end = start + 1
+            while end < len(todo) and (end - start + 1) * (len(ids[todo[end][0]]) + 1) * beam_size <= self.max_tokens:
+                end += 1
+            chunk = todo[start:end]
+            src = pad([ids[i] + [EOS_ID] for i, _ in chunk]).to(self.device)
+            with torch.inference_mode():
+                if beam_size == 1 and nbest == 1:
+                    hyps = [[h] for h in greedy_search(self.model, src, self.max_len_a, self.max_len_b, use_cache)]
+                else:
+                    hyps = beam_search(self.model, src, beam_size, alpha, self.max_len_a, self.max_len_b, nbest,
+                                       use_cache)
+            for (i, truncated), row, hyp_list in zip(chunk, src, hyps):
+                results[i] = self._result(sentences[i], row, hyp_list, truncated, attention)
+            start = end
+        return results  # type: ignore[return-value]
+
+    def _result(self, source: str, src_row: torch.Tensor, hyps: list[Hypothesis], truncated: bool,
+                attention: bool) -> Translation:
+        texts = self.tokenizer.decode([h.tokens for h in hyps])
+        best = hyps[0]
+        result = Translation(source, texts[0], best.score, list(zip(texts, (h.score for h in hyps))),
+                             truncated=truncated)
+        if attention:
+            src_ids = src_row[src_row != 0].tolist()
+            result.src_pieces = self.tokenizer.pieces(src_ids[:-1]) + ["</s>"]
+            result.tgt_pieces = self.tokenizer.pieces(best.tokens) + ["</s>"]
+            result.attention = self.cross_attention(src_ids, best.tokens)
+        return result
+
+    @torch.inference_mode()
+    def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> torch.Tensor:
+        """Teacher-forced cross-attention weights for one pair: (layers, heads, T+1, S)."""
+        src = torch.tensor([src_ids], device=self.device)
+        tgt_in = torch.tensor([[self.tokenizer.bos_id] + tgt_ids], device=self.device)
+        memory = self.model.encode(src)
+        _, weights = self.model.decode(memory, None, tgt_in, need_weights=True)
+        return torch.stack([w[0] for w in weights]).cpu()  # (layers, H, T+1, S)
+
+
+def plot_attention(translation: Translation, path: str | os.PathLike, layer: int | None = None,
+                   head: int | None = None) -> None:
+    """Save a heatmap of one translation's cross-attention (source × target pieces).
+
+    Args:
+        translation: A result of ``translate_detailed(..., attention=True)``.
+        path: Output PNG path.
+        layer: Decoder layer to show (default: the last).
+        head: Head to show (default: the average over heads).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if translation.attention is None:
+        raise ValueError("This translation carries no attention weights: use translate_detailed(attention=True).")
+    weights = translation.attention  # (layers, H, T, S)
+    layer = weights.size(0) - 1 if layer is None else layer
+    if not 0 <= layer < weights.size(0):
+        raise ValueError(f"layer must lie in 0..{weights.size(0) - 1}, got {layer}.")
+    w = weights[layer].mean(0) if head is None else weights[layer, head]  # (T, S)
+    src, tgt = translation.src_pieces, translation.tgt_pieces
+    fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(src) + 2), max(3, 0.4 * len(tgt) + 1.5)))
+    ax.imshow(w.float().numpy(), cmap="Blues", vmin=0, aspect="auto")
+    ax.set_xticks(range(len(src)), src, rotation=60, ha="right", fontsize=9)
+    ax.set_yticks(range(len(tgt)), tgt, fontsize=9)
+    ax.set_xlabel("source (English)")
+    ax.set_ylabel("output (French)")
+    which = "mean over heads" if head is None else f"head {head}"
+    ax.set_title(f"cross-attention, layer {layer}, {which}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

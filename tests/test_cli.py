@@ -1,0 +1,108 @@
+"""The `minitrans` command end to end on a small trained model (in-process, no network)."""
+
+import io
+import json
+import sys
+
+import pytest
+
+from conftest import synthetic_pairs
+from minitrans import cli
+
+
+def run(capsys, *args):
+    cli.main(list(args))
+    return capsys.readouterr()
+
+
+def test_translate_arguments_and_json(capsys, trained_checkpoint):
+    out = run(capsys, "translate", "--checkpoint", str(trained_checkpoint), "The cat eats the bread.",
+              "I don't speak French.", "--beam", "3")
+    lines = out.out.splitlines()
+    assert len(lines) == 2 and all(lines)
+    out = run(capsys, "translate", "-c", str(trained_checkpoint), "--json", "--nbest", "2", "The dog sees a book.")
+    record = json.loads(out.out)
+    assert record["source"] == "The dog sees a book." and len(record["nbest"]) == 2
+    assert record["nbest"][0]["score"] >= record["nbest"][1]["score"]
+
+
+def test_translate_stdin_keeps_line_count(capsys, monkeypatch, trained_checkpoint):
+    text = "The cat eats.\n\n   \nA child draws a red car.\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    out = run(capsys, "translate", "-c", str(trained_checkpoint), "--beam", "1")
+    assert out.out.count("\n") == 4
+    assert out.out.splitlines()[1:3] == ["", ""]
+
+
+def test_translate_files_and_plot(capsys, tmp_path, trained_checkpoint):
+    src = tmp_path / "in.txt"
+    src.write_text("".join(e + "\n" for e, _ in synthetic_pairs(5, seed=3)), encoding="utf-8")
+    png = tmp_path / "att.png"
+    run(capsys, "translate", "-c", str(trained_checkpoint), "--input", str(src), "--output", str(tmp_path / "out.txt"),
+        "--plot-attention", str(png))
+    assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 5
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_evaluate_files_with_two_references(capsys, tmp_path, trained_checkpoint):
+    pairs = synthetic_pairs(8, seed=11)
+    (tmp_path / "s.en").write_text("".join(e + "\n" for e, _ in pairs), encoding="utf-8")
+    (tmp_path / "r1.fr").write_text("".join(f + "\n" for _, f in pairs), encoding="utf-8")
+    (tmp_path / "r2.fr").write_text("".join(f.upper() + "\n" for _, f in pairs), encoding="utf-8")
+    out = run(capsys, "evaluate", "-c", str(trained_checkpoint), "--src", str(tmp_path / "s.en"),
+              "--ref", str(tmp_path / "r1.fr"), "--ref", str(tmp_path / "r2.fr"), "--beam", "2",
+              "--output-dir", str(tmp_path / "eval"))
+    report = json.loads(out.out)
+    assert report["sentences"] == 8 and "nrefs:2" in report["bleu_signature"]
+    saved = json.loads(open(report["report_path"]).read())
+    assert saved["bleu"] == report["bleu"]
+    assert len((tmp_path / "eval" / f"model.s.beam2.hyp.txt").read_text().splitlines()) == 8
+
+
+def test_evaluate_several_checkpoints_prints_a_table(capsys, tmp_path, trained_checkpoint, data_root, monkeypatch):
+    monkeypatch.setenv("MINITRANS_DATA", str(data_root))
+    avg = tmp_path / "avg.ckpt"
+    run(capsys, "average", str(trained_checkpoint), str(trained_checkpoint), "-o", str(avg))
+    out = run(capsys, "evaluate", "-c", str(trained_checkpoint), str(avg), "--dataset", "multi30k",
+              "--split", "test", "--beam", "1", "--output-dir", str(tmp_path / "eval"))
+    rows = out.out.splitlines()
+    assert rows[0].split() == ["checkpoint", "BLEU", "chrF", "sent/s"]
+    assert rows[1].split()[1] == rows[2].split()[1]  # the average of two copies scores the same
+    assert rows[-2].startswith("BLEU: nrefs:1")
+
+
+def test_user_errors_are_one_clear_line(capsys, tmp_path, trained_checkpoint):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["translate", "-c", str(tmp_path / "nope.ckpt"), "hello"])
+    assert exit_info.value.code == 1
+    assert "Checkpoint not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate", "-c", str(trained_checkpoint), "--src", str(tmp_path / "none.en"), "--ref",
+                  str(tmp_path / "none.fr")])
+    assert "Source file not found" in capsys.readouterr().err
+
+
+def test_prepare_prints_statistics(capsys, tmp_path, prepared):
+    from test_training import write_config
+
+    out = run(capsys, "prepare", "--config", str(write_config(tmp_path, prepared)))
+    stats = json.loads(out.out)
+    assert stats["vocab_size"] == 320 and stats["splits"]["train"]["pairs"] > 300
+
+
+def test_quickstart_steps_on_a_tiny_model(capsys, tmp_path, prepared, monkeypatch):
+    """prepare -> train -> evaluate -> translate, as scripts/quickstart.sh runs them (tiny sizes)."""
+    from test_training import write_config
+
+    cfg = str(write_config(tmp_path, prepared))
+    run(capsys, "prepare", "--config", cfg)
+    cli.main(["train", "--config", cfg])
+    best = tmp_path / "ckpt" / "best.ckpt"
+    assert best.exists() and (tmp_path / "ckpt" / "last.ckpt").exists()
+    capsys.readouterr()
+    monkeypatch.setenv("MINITRANS_DATA", str(prepared.hparams.data_dir))
+    report = json.loads(run(capsys, "evaluate", "-c", str(best), "--dataset", "multi30k", "--split",
+                            "test_2016_flickr", "--beam", "2", "--output-dir", str(tmp_path / "eval")).out)
+    assert report["sentences"] == 30 and report["split"] == "test_2016_flickr"
+    out = run(capsys, "translate", "-c", str(best), "I don't speak French.")
+    assert len(out.out.splitlines()) == 1

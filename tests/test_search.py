@@ -1,0 +1,88 @@
+import pytest
+import torch
+
+from minitrans import ModelConfig, Transformer
+from minitrans.search import beam_search, greedy_search, length_penalty, max_output_lengths
+from minitrans.tokenizer import EOS_ID
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(1)
+    cfg = ModelConfig(vocab_size=30, d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64,
+                      dropout=0.0, max_len=40)
+    m = Transformer(cfg).eval()
+    with torch.no_grad():  # make eos moderately likely so hypotheses end at varied lengths
+        m.src_embed.weight[EOS_ID] *= 3
+    return m
+
+
+@pytest.fixture(scope="module")
+def src():
+    g = torch.Generator().manual_seed(2)
+    lengths = [3, 7, 5, 1, 6]
+    out = torch.zeros(len(lengths), 8, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        out[i, :n] = torch.randint(4, 30, (n,), generator=g)
+        out[i, n] = EOS_ID
+    return out
+
+
+def test_greedy_cached_equals_recomputed(model, src):
+    cached, full = greedy_search(model, src), greedy_search(model, src, use_cache=False)
+    assert [h.tokens for h in cached] == [h.tokens for h in full]
+    assert [h.score for h in cached] == pytest.approx([h.score for h in full], abs=1e-4)
+
+
+def test_beam_cached_equals_recomputed(model, src):
+    cached = beam_search(model, src, beam_size=4, nbest=4)
+    full = beam_search(model, src, beam_size=4, nbest=4, use_cache=False)
+    assert [[h.tokens for h in hs] for hs in cached] == [[h.tokens for h in hs] for hs in full]
+    assert [h.score for hs in cached for h in hs] == pytest.approx([h.score for hs in full for h in hs], abs=1e-4)
+
+
+def test_beam_one_equals_greedy(model, src):
+    greedy = greedy_search(model, src)
+    beam = beam_search(model, src, beam_size=1, alpha=0.0)
+    assert [h.tokens for h in greedy] == [hs[0].tokens for hs in beam]
+    assert [h.logprob for h in greedy] == pytest.approx([hs[0].logprob for hs in beam], abs=1e-4)
+
+
+def test_nbest_sorted_and_distinct(model, src):
+    for hyps in beam_search(model, src, beam_size=5, nbest=5):
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True) and len(hyps) == 5
+        assert len({tuple(h.tokens) for h in hyps}) == 5
+
+
+def test_beam_finds_at_least_greedys_score(model, src):
+    greedy = greedy_search(model, src)
+    beam = beam_search(model, src, beam_size=5, alpha=0.0)
+    for g, b in zip(greedy, beam):
+        assert b[0].logprob >= g.logprob - 1e-4
+
+
+def test_batched_equals_one_at_a_time(model, src):
+    batched = beam_search(model, src, beam_size=3, nbest=3)
+    for i in range(src.size(0)):
+        row = src[i:i + 1, : int((src[i] != 0).sum())]
+        alone = beam_search(model, row, beam_size=3, nbest=3)[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
+        assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-4)
+    assert [h.tokens for h in greedy_search(model, src[1:2])] == [greedy_search(model, src)[1].tokens]
+
+
+def test_length_limit_forces_eos(model, src):
+    limits = max_output_lengths(src, 0.0, 3, 100)
+    assert limits.tolist() == [3] * 5
+    for h in greedy_search(model, src, max_len_a=0.0, max_len_b=3):
+        assert len(h.tokens) <= 2
+    for hyps in beam_search(model, src, beam_size=3, max_len_a=0.0, max_len_b=3, nbest=3):
+        assert all(len(h.tokens) <= 2 for h in hyps)
+
+
+def test_length_penalty_form():
+    assert length_penalty(1, 0.0) == 1.0
+    assert length_penalty(7, 1.0) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="nbest"):
+        beam_search(None, torch.zeros(1, 2, dtype=torch.long), beam_size=2, nbest=3)

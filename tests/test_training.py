@@ -1,0 +1,155 @@
+"""Lightning wiring: learning, exact resume, checkpoints, config errors, DDP on CPU."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from conftest import make_datamodule
+from minitrans import ModelConfig
+from minitrans.checkpoint import CheckpointError, load_checkpoint, load_for_inference
+from minitrans.schedule import cosine, inverse_sqrt
+from minitrans.training import TranslationModule
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = dict(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.1, max_len=64)
+
+
+class LossRecorder(L.Callback):
+    def __init__(self):
+        self.losses = {}
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.losses[trainer.global_step] = float(outputs["loss"])
+
+
+def fit(prepared, max_steps, ckpt_path=None, save_to=None, **module_kwargs):
+    L.seed_everything(1, verbose=False)
+    dm = make_datamodule(Path(prepared.hparams.data_dir), prepared.hparams.cache_dir)
+    model = TranslationModule(ModelConfig(vocab_size=320, **SMALL), warmup_steps=10, val_bleu=False, **module_kwargs)
+    recorder = LossRecorder()
+    trainer = L.Trainer(max_steps=max_steps, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                        use_distributed_sampler=False, callbacks=[recorder])
+    trainer.fit(model, dm, ckpt_path=ckpt_path, weights_only=True)
+    if save_to:
+        trainer.save_checkpoint(save_to)
+    return recorder.losses, model
+
+
+def test_a_few_steps_reduce_the_loss(prepared):
+    losses, _ = fit(prepared, 40)
+    steps = sorted(losses)
+    assert sum(losses[s] for s in steps[-5:]) / 5 < sum(losses[s] for s in steps[:5]) / 5 - 0.5
+
+
+def test_same_seed_same_loss_curve(prepared):
+    assert fit(prepared, 6)[0] == fit(prepared, 6)[0]
+
+
+def test_resume_matches_uninterrupted_run(prepared, tmp_path):
+    full, _ = fit(prepared, 12)
+    part, _ = fit(prepared, 5, save_to=tmp_path / "mid.ckpt")
+    assert all(part[s] == full[s] for s in part)
+    resumed, _ = fit(prepared, 12, ckpt_path=tmp_path / "mid.ckpt")
+    assert sorted(resumed) == list(range(6, 13))
+    for step in resumed:
+        assert resumed[step] == pytest.approx(full[step], abs=1e-6), step
+
+
+def test_checkpoint_round_trip_gives_identical_logits(prepared, tmp_path):
+    _, module = fit(prepared, 3, save_to=tmp_path / "m.ckpt")
+    model, tokenizer, meta = load_for_inference(tmp_path / "m.ckpt")
+    module.model.eval()
+    src = torch.tensor([[5, 6, 7, 3]])
+    tgt = torch.tensor([[2, 8, 9]])
+    assert torch.equal(model(src, tgt), module.model(src, tgt))
+    assert tokenizer.fingerprint() == prepared.tokenizer.fingerprint() == meta["tokenizer_fingerprint"]
+
+
+def test_checkpoint_with_pickled_code_is_refused(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (print, ("this would run",))
+
+    torch.save({"minitrans": {}, "state_dict": {}, "payload": Evil()}, tmp_path / "evil.ckpt")
+    with pytest.raises(CheckpointError, match="Refusing to load"):
+        load_checkpoint(tmp_path / "evil.ckpt")
+    (tmp_path / "trunc.ckpt").write_bytes(b"PK\x03\x04garbage")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_checkpoint(tmp_path / "trunc.ckpt")
+    with pytest.raises(CheckpointError, match="not found"):
+        load_checkpoint(tmp_path / "none.ckpt")
+    torch.save({"state_dict": {}}, tmp_path / "other.ckpt")
+    with pytest.raises(CheckpointError, match="not a minitrans checkpoint"):
+        load_checkpoint(tmp_path / "other.ckpt")
+
+
+def test_schedules_follow_their_formulas():
+    d, w = 512, 4000
+    for step in (1, 100, 4000, 10000):
+        assert inverse_sqrt(step, d, w) == pytest.approx(d ** -0.5 * min(step ** -0.5, step * w ** -1.5))
+    assert inverse_sqrt(4000, d, w) == pytest.approx(max(inverse_sqrt(s, d, w) for s in range(1, 9000, 50)), rel=1e-3)
+    assert cosine(50, 1e-3, 100, 1000) == pytest.approx(5e-4)
+    assert cosine(1000, 1e-3, 100, 1000, min_lr=1e-5) == pytest.approx(1e-5)
+
+
+def run_cli(*args, timeout=300, env_data=None):
+    import os
+
+    env = dict(os.environ)
+    env.pop("MINITRANS_DATA", None)
+    return subprocess.run([sys.executable, "-m", "minitrans", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+def write_config(tmp_path, prepared, extra=""):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"""
+seed_everything: 1
+trainer:
+  accelerator: cpu
+  max_steps: 6
+  val_check_interval: 3
+  enable_progress_bar: false
+  enable_model_summary: false
+  default_root_dir: {tmp_path}/run
+model:
+  config: {{d_model: 32, n_heads: 4, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 64}}
+  warmup_steps: 5
+data:
+  dataset: multi30k
+  data_dir: {prepared.hparams.data_dir}
+  cache_dir: {prepared.hparams.cache_dir}
+  vocab_size: 320
+  max_tokens: 400
+  val_max_sentences: 8
+checkpoint:
+  dirpath: {tmp_path}/ckpt
+{extra}""")
+    return cfg
+
+
+@pytest.mark.parametrize("override,message", [
+    (["--model.config.d_modle", "64"], "d_modle"),
+    (["--data.max_tokenz", "5"], "max_tokenz"),
+    (["--model.config.dropout", "lots"], "dropout"),
+    (["--model.warmup_steps", "0"], "warmup_steps must be positive"),
+])
+def test_bad_config_fails_at_once_naming_the_key(tmp_path, prepared, override, message):
+    result = run_cli("train", "--config", str(write_config(tmp_path, prepared)), *override, timeout=120)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_ddp_on_two_cpu_processes_leaves_a_loadable_checkpoint(tmp_path, prepared):
+    cfg = write_config(tmp_path, prepared, "")
+    result = run_cli("train", "--config", str(cfg), "--trainer.devices", "2", "--trainer.strategy", "ddp",
+                     "--trainer.max_steps", "4", "--trainer.val_check_interval", "2", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "distributed_backend=gloo" in result.stderr or "gloo" in result.stdout + result.stderr
+    model, tokenizer, meta = load_for_inference(tmp_path / "ckpt" / "best.ckpt")
+    assert model.config.d_model == 32 and meta["tokenizer_fingerprint"] == prepared.tokenizer.fingerprint()

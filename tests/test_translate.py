@@ -1,0 +1,57 @@
+import logging
+
+import pytest
+
+from conftest import synthetic_pairs
+from minitrans import Translator
+from minitrans.translate import plot_attention
+
+
+@pytest.fixture(scope="module")
+def translator(trained_checkpoint):
+    return Translator.from_checkpoint(trained_checkpoint)
+
+
+def test_the_trained_model_translates_its_corpus(translator):
+    pairs = synthetic_pairs(20, seed=99)
+    out = translator.translate([e for e, _ in pairs], beam_size=4)
+    exact = sum(o == f for o, (_, f) in zip(out, pairs))
+    assert exact >= 15, list(zip(out, pairs))[:5]  # 20/20 when measured
+
+
+def test_results_come_back_in_input_order(translator):
+    sentences = [e for e, _ in synthetic_pairs(12, seed=5)]
+    sentences[3] = "The cat sees a book near the river in the green house at night today."  # longest
+    batched = translator.translate(sentences, beam_size=3)
+    assert batched == [translator.translate([s], beam_size=3)[0] for s in sentences]
+
+
+def test_odd_input_keeps_every_line(translator, caplog):
+    odd = ["", "   ", "The cat eats.", "\x07\x1b[31mcontrol\x00", "🙂🙂🙂", "ЗДРАВСТВУЙТЕ МИР", "THE DOG SEES A BOOK.",
+           "word " * 200]
+    with caplog.at_level(logging.WARNING):
+        out = translator.translate_detailed(odd, beam_size=2)
+    assert len(out) == len(odd)
+    assert out[0].text == "" and out[1].text == ""
+    assert out[-1].truncated and "translating the first" in caplog.text
+    assert all(isinstance(t.text, str) for t in out)
+
+
+def test_nbest_scores_and_attention(translator, tmp_path):
+    result = translator.translate_detailed(["The dog likes the ball."], beam_size=4, nbest=3, attention=True)[0]
+    scores = [s for _, s in result.nbest]
+    assert len(result.nbest) == 3 and scores == sorted(scores, reverse=True)
+    layers, heads, t, s = result.attention.shape
+    assert (layers, heads) == (2, 4) and t == len(result.tgt_pieces) and s == len(result.src_pieces)
+    assert result.attention.sum(-1).allclose(result.attention.new_ones(layers, heads, t))
+    png = tmp_path / "att.png"
+    plot_attention(result, png, layer=0, head=1)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="layer"):
+        plot_attention(result, png, layer=7)
+
+
+def test_greedy_equals_beam_one(translator):
+    sentences = [e for e, _ in synthetic_pairs(6, seed=8)]
+    assert translator.translate(sentences, beam_size=1) == [
+        t.text for t in translator.translate_detailed(sentences, beam_size=1, nbest=1)]
