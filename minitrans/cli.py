@@ -132,7 +132,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
     """Translate sentences (arguments, --input FILE or stdin) to stdout or --output FILE."""
     from minitrans.translate import Translator, plot_attention
 
-    translator = Translator.from_checkpoint(a.checkpoint, device=a.device)
+    translator = Translator.from_checkpoint(a.checkpoint, device=a.device, bf16=a.bf16)
     out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout
     plotted = False
     try:
@@ -176,7 +176,7 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
     name = a.split if a.src is None else Path(a.src).stem
     reports = []
     for ckpt in a.checkpoint:
-        report, hyps = evaluate_checkpoint(ckpt, sources, refs, a.beam, a.alpha, a.device)
+        report, hyps = evaluate_checkpoint(ckpt, sources, refs, a.beam, a.alpha, a.device, bf16=a.bf16)
         report.update({"dataset": a.dataset if a.src is None else "files", "split": name})
         stem = f"{Path(ckpt).stem}.{name}.beam{a.beam}"
         path = write_outputs(report, hyps, a.output_dir, stem)
@@ -208,6 +208,8 @@ def cmd_download(a: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from minitrans.search import DEFAULT_ALPHA
+
     parser = argparse.ArgumentParser(prog="minitrans", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -225,13 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", "-i", help="file with one sentence per line")
     p.add_argument("--output", "-o", help="write translations here instead of stdout")
     p.add_argument("--beam", type=int, default=5, help="beam size (1 = greedy)")
-    p.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent")
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="length penalty exponent")
     p.add_argument("--nbest", type=int, default=1, help="print the n best translations with scores")
     p.add_argument("--json", action="store_true", help="one JSON object per line with scores")
     p.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's cross-attention")
     p.add_argument("--layer", type=int, default=None, help="decoder layer to plot (default: last)")
     p.add_argument("--head", type=int, default=None, help="head to plot (default: mean over heads)")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", help=cmd_evaluate.__doc__)
@@ -242,9 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", action="append", help="reference file aligned with --src; repeat for several")
     p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
     p.add_argument("--beam", type=int, default=5)
-    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="length penalty exponent")
     p.add_argument("--output-dir", default="outputs/eval")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("average", help=cmd_average.__doc__)

@@ -12,6 +12,7 @@ from typing import Any
 import sacrebleu
 
 from minitrans.corpus import DataError, clean, read_aligned
+from minitrans.search import DEFAULT_ALPHA
 from minitrans.translate import Translator
 
 
@@ -64,16 +65,17 @@ def load_eval_data(dataset: str | None, split: str, src: str | None, refs: list[
 
 
 def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs: list[list[str]],
-                        beam_size: int = 5, alpha: float = 0.6, device: str = "cpu",
-                        translator: Translator | None = None) -> tuple[dict[str, Any], list[str]]:
+                        beam_size: int = 5, alpha: float = DEFAULT_ALPHA, device: str = "cpu",
+                        translator: Translator | None = None, bf16: bool = False) -> tuple[dict[str, Any], list[str]]:
     """Translate ``sources`` with a checkpoint and score them. Returns (report, hypotheses)."""
-    translator = translator or Translator.from_checkpoint(checkpoint, device=device)
+    translator = translator or Translator.from_checkpoint(checkpoint, device=device, bf16=bf16)
     started = time.perf_counter()
     hyps = translator.translate(sources, beam_size=beam_size, alpha=alpha)
     seconds = time.perf_counter() - started
     report = {"checkpoint": str(checkpoint), "sentences": len(sources),
               "decoding": {"beam_size": beam_size, "alpha": alpha, "max_len_a": translator.max_len_a,
-                           "max_len_b": translator.max_len_b, "device": device},
+                           "max_len_b": translator.max_len_b, "device": device,
+                           "bf16": translator.bf16},
               **score(hyps, refs), "decode_seconds": round(seconds, 2),
               "sentences_per_second": round(len(sources) / max(seconds, 1e-9), 1)}
     return report, hyps

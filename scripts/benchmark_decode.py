@@ -24,14 +24,16 @@ def main() -> None:
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--limit", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--bf16", action="store_true", help="decode under bf16 autocast")
     parser.add_argument("--settings", default="greedy+cache,greedy-cache,beam5+cache,beam5-cache")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    translator = Translator.from_checkpoint(args.checkpoint)
+    translator = Translator.from_checkpoint(args.checkpoint, bf16=args.bf16)
     sources, refs = load_eval_data("multi30k", args.split, None, None)
     sources, refs = sources[: args.limit], refs[: args.limit]
-    print(f"{len(sources)} sentences, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"{len(sources)} sentences, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{'bf16 autocast' if args.bf16 else 'fp32'}")
     print(f"{'setting':<14} {'sent/s':>8} {'tok/s':>8} {'seconds':>8} {'BLEU':>6}")
     for setting in args.settings.split(","):
         beam = 1 if setting.startswith("greedy") else int(setting[4:].split("+")[0].split("-")[0])

@@ -55,3 +55,10 @@ def test_greedy_equals_beam_one(translator):
     sentences = [e for e, _ in synthetic_pairs(6, seed=8)]
     assert translator.translate(sentences, beam_size=1) == [
         t.text for t in translator.translate_detailed(sentences, beam_size=1, nbest=1)]
+
+
+def test_bf16_decoding_runs_and_mostly_agrees(trained_checkpoint):
+    sentences = [e for e, _ in synthetic_pairs(10, seed=21)]
+    exact = Translator.from_checkpoint(trained_checkpoint).translate(sentences, beam_size=2)
+    fast = Translator.from_checkpoint(trained_checkpoint, bf16=True).translate(sentences, beam_size=2)
+    assert sum(a == b for a, b in zip(exact, fast)) >= 7
