@@ -175,10 +175,13 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
                                    trained_on if same_data else None)
     name = a.split if a.src is None else Path(a.src).stem
     reports = []
-    for ckpt in a.checkpoint:
+    stems = [Path(c).stem for c in a.checkpoint]
+    if len(set(stems)) < len(stems):  # e.g. two runs' best.ckpt: name outputs by their paths
+        stems = [str(Path(c).with_suffix("")).strip("./").replace("/", "_") for c in a.checkpoint]
+    for ckpt, ckpt_stem in zip(a.checkpoint, stems):
         report, hyps = evaluate_checkpoint(ckpt, sources, refs, a.beam, a.alpha, a.device, bf16=a.bf16)
         report.update({"dataset": a.dataset if a.src is None else "files", "split": name})
-        stem = f"{Path(ckpt).stem}.{name}.beam{a.beam}"
+        stem = f"{ckpt_stem}.{name}.beam{a.beam}"
         path = write_outputs(report, hyps, a.output_dir, stem)
         report["report_path"] = str(path)
         reports.append(report)

@@ -104,6 +104,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.tokenizer: Tokenizer | None = None
         self.splits: dict[str, datasets.Dataset] = {}
         self._train_loader: ResumableDataLoader | None = None
+        self._pairs: dict[tuple[str, int | None], PairDataset] = {}
 
     # -- the cache -------------------------------------------------------------------
     def _source_files(self) -> list[Path]:
@@ -187,11 +188,15 @@ class TranslationDataModule(L.LightningDataModule):
 
     # -- loaders ---------------------------------------------------------------------
     def pair_dataset(self, split: str, limit: int | None = None) -> PairDataset:
-        ds = self.splits[split]
-        if limit is not None and limit < len(ds):
-            ds = ds.select(range(limit))
-        refs = _column(ds, "refs") if split != "train" else None
-        return PairDataset(_column(ds, "src_ids"), _column(ds, "tgt_ids"), refs)
+        """A split as Python lists (converted once per split and limit, then reused)."""
+        key = (split, limit)
+        if key not in self._pairs:
+            ds = self.splits[split]
+            if limit is not None and limit < len(ds):
+                ds = ds.select(range(limit))
+            refs = _column(ds, "refs") if split != "train" else None
+            self._pairs[key] = PairDataset(_column(ds, "src_ids"), _column(ds, "tgt_ids"), refs)
+        return self._pairs[key]
 
     def train_sampler(self) -> TokenBatchSampler:
         data = self.pair_dataset("train")

@@ -145,7 +145,7 @@ def plot_attention(translation: Translation, path: str | os.PathLike, layer: int
     Args:
         translation: A result of ``translate_detailed(..., attention=True)``.
         path: Output PNG path.
-        layer: Decoder layer to show (default: the last).
+        layer: Decoder layer to show, counted from 0 (default: the last).
         head: Head to show (default: the average over heads).
     """
     import matplotlib
@@ -168,7 +168,7 @@ def plot_attention(translation: Translation, path: str | os.PathLike, layer: int
     ax.set_xlabel("source (English)")
     ax.set_ylabel("output (French)")
     which = "mean over heads" if head is None else f"head {head}"
-    ax.set_title(f"cross-attention, layer {layer}, {which}", fontsize=10)
+    ax.set_title(f"cross-attention, decoder layer {layer + 1} of {weights.size(0)}, {which}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

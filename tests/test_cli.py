@@ -69,6 +69,12 @@ def test_evaluate_several_checkpoints_prints_a_table(capsys, tmp_path, trained_c
     assert rows[0].split() == ["checkpoint", "BLEU", "chrF", "sent/s"]
     assert rows[1].split()[1] == rows[2].split()[1]  # the average of two copies scores the same
     assert rows[-2].startswith("BLEU: nrefs:1")
+    copy = tmp_path / "other" / trained_checkpoint.name  # same file name, another run
+    copy.parent.mkdir()
+    copy.write_bytes(trained_checkpoint.read_bytes())
+    run(capsys, "evaluate", "-c", str(trained_checkpoint), str(copy), "--dataset", "multi30k", "--split", "test",
+        "--beam", "1", "--output-dir", str(tmp_path / "eval2"))
+    assert len(list((tmp_path / "eval2").glob("*.json"))) == 2  # one report each, none overwritten
 
 
 def test_user_errors_are_one_clear_line(capsys, tmp_path, trained_checkpoint):
