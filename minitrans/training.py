@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from minitrans import __version__
 from minitrans.batching import Batch
 from minitrans.config import ModelConfig
+from minitrans.evaluate import reference_streams
 from minitrans.schedule import cosine, inverse_sqrt
 from minitrans.search import greedy_search
 from minitrans.tokenizer import PAD_ID, Tokenizer
@@ -29,9 +30,7 @@ from minitrans.transformer import Transformer
 
 def corpus_bleu(hyps: list[str], refs: list[list[str]]) -> sacrebleu.metrics.bleu.BLEUScore:
     """sacreBLEU corpus BLEU with a variable number of references per sentence."""
-    n_refs = max((len(r) for r in refs), default=1)
-    streams = [[r[i] if i < len(r) else None for r in refs] for i in range(n_refs)]
-    return sacrebleu.BLEU().corpus_score(hyps, streams)
+    return sacrebleu.BLEU().corpus_score(hyps, reference_streams(refs))
 
 
 class TranslationModule(L.LightningModule):
