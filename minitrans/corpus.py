@@ -200,6 +200,14 @@ def grouped_split(pairs, valid_size: int, test_size: int, seed: int, max_group: 
     return splits["train"], splits["valid"], splits["test"]
 
 
+def _assemble(pairs: dict, make_eval_split, max_chars: int) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
+    """Clean the ``train`` pairs into a training split; turn every other split into an
+    evaluation split with ``make_eval_split``."""
+    pairs = dict(pairs)
+    train, report = clean_train_pairs(pairs.pop("train"), max_chars)
+    return {"train": train_split(train), **{s: make_eval_split(p) for s, p in pairs.items()}}, report
+
+
 def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: dict[str, str] | None = None,
                 hub_id: str | None = None, valid_size: int = 1000, test_size: int = 2000, seed: int = 1,
                 max_chars: int = 400) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
@@ -216,8 +224,7 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
     if dataset == "multi30k":
         pairs = {split: read_aligned(root / "multi30k" / f"{name}.en", root / "multi30k" / f"{name}.fr")
                  for split, name in MULTI30K_SPLITS.items()}
-        train, report = clean_train_pairs(pairs.pop("train"), max_chars)
-        return {"train": train_split(train), **{s: aligned_split(p) for s, p in pairs.items()}}, report
+        return _assemble(pairs, aligned_split, max_chars)
     if dataset == "tsv":
         if "train" not in files:
             raise DataError("dataset 'tsv' needs data.files with at least a 'train' entry (a TSV path).")
@@ -228,16 +235,14 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
             train_pairs, valid, test = grouped_split(raw.pop("train"), valid_size, test_size, seed)
             raw.setdefault("valid", valid)
             raw.setdefault("test", test)
-        train, report = clean_train_pairs(train_pairs, max_chars)
-        return {"train": train_split(train), **{s: eval_split(p) for s, p in raw.items()}}, report
+        return _assemble({"train": train_pairs, **raw}, eval_split, max_chars)
     if dataset == "aligned":
         missing = {"train", "valid", "test"} - set(files)
         if missing:
             raise DataError(f"dataset 'aligned' needs data.files entries for {sorted(missing)} "
                             "(each a path prefix with PREFIX.en and PREFIX.fr beside it).")
         pairs = {split: read_aligned(f"{prefix}.en", f"{prefix}.fr") for split, prefix in files.items()}
-        train, report = clean_train_pairs(pairs.pop("train"), max_chars)
-        return {"train": train_split(train), **{s: aligned_split(p) for s, p in pairs.items()}}, report
+        return _assemble(pairs, aligned_split, max_chars)
     if dataset == "hub":
         return _load_hub(hub_id, max_chars)
     raise DataError(f"Unknown dataset {dataset!r}; choose tatoeba, multi30k, tsv, aligned or hub.")
@@ -260,5 +265,4 @@ def _load_hub(hub_id: str | None, max_chars: int):
             raise DataError(f"Hub dataset {hub_id!r} has no {name!r} split.")
         pairs = [(row["en"], row["fr"]) for row in loaded[name]["translation"]]
         out[split] = pairs
-    train, report = clean_train_pairs(out.pop("train"), max_chars)
-    return {"train": train_split(train), **{s: aligned_split(p) for s, p in out.items()}}, report
+    return _assemble(out, aligned_split, max_chars)

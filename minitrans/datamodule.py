@@ -249,7 +249,8 @@ class TranslationDataModule(L.LightningDataModule):
             out["splits"][name] = row
         valid = self.splits["valid"]
         out["byte_fallback_rate_valid"] = round(self.tokenizer.byte_fallback_rate(_column(valid, "en") + _column(valid, "fr")), 5)
-        out["train_padding_ratio"] = round(self.train_sampler().padding_ratio(), 4)
-        out["train_batches_per_epoch"] = len(self.train_sampler())
+        sampler = self.train_sampler()
+        out["train_padding_ratio"] = round(sampler.padding_ratio(), 4)
+        out["train_batches_per_epoch"] = len(sampler)
         out["cleaning"] = self.report["cleaning"]
         return out

@@ -11,7 +11,7 @@ from typing import Any
 
 import sacrebleu
 
-from minitrans.corpus import DataError, clean, read_aligned
+from minitrans.corpus import DataError, clean, load_corpus, read_aligned
 from minitrans.search import DEFAULT_ALPHA
 from minitrans.translate import Translator
 
@@ -53,8 +53,6 @@ def load_eval_data(dataset: str | None, split: str, src: str | None, refs: list[
         return sources, [[clean(p[i][1]) for p in pairs] for i in range(len(sources))]
     if dataset is None:
         raise DataError("Give --dataset (with --split) or --src and --ref files.")
-    from minitrans.corpus import load_corpus
-
     settings = {k: v for k, v in (split_settings or {}).items() if k in ("valid_size", "test_size", "seed")}
     splits, _ = load_corpus(dataset, data_dir, **settings)
     split = SPLIT_ALIASES.get(split, split)

@@ -33,15 +33,18 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--vocab-size", type=int, default=5000)
     parser.add_argument("--max-tokens", type=int, default=2500)
+    parser.add_argument("--profile", action="store_true",
+                        help="also print torch.profiler's top operators for each setting")
     args = parser.parse_args()
     dm = TranslationDataModule("multi30k", vocab_size=args.vocab_size, max_tokens=args.max_tokens)
     dm.prepare_data()
     dm.setup("fit")
     started = time.perf_counter()
-    loader = iter(dm.train_dataloader())
-    batches = [next(loader) for _ in range(args.steps + args.warmup)]
-    per_batch_ms = 1000 * (time.perf_counter() - started) / len(batches)
-    print(f"data loader: {per_batch_ms:.2f} ms per batch (collation in the training process)")
+    epoch = list(dm.train_dataloader())  # a whole epoch: batch planning + collation
+    per_batch_ms = 1000 * (time.perf_counter() - started) / len(epoch)
+    print(f"data loader: {per_batch_ms:.2f} ms per batch over a {len(epoch)}-batch epoch "
+          "(collation in the training process)")
+    batches = epoch[: args.steps + args.warmup]
     for name, (bf16, fused) in SETTINGS.items():
         torch.manual_seed(0)
         cfg = ModelConfig(vocab_size=args.vocab_size, d_model=args.d_model, n_heads=4, n_encoder_layers=args.layers,
@@ -50,8 +53,8 @@ def main() -> None:
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
         tokens = seconds = 0.0
         step_ms = []
-        for i, batch in enumerate(batches):
-            t0 = time.perf_counter()
+
+        def train_step(batch) -> None:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 logits = model(batch.src, batch.tgt_in)
             loss = F.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0,
@@ -59,6 +62,10 @@ def main() -> None:
             opt.zero_grad()
             loss.backward()
             opt.step()
+
+        for i, batch in enumerate(batches):
+            t0 = time.perf_counter()
+            train_step(batch)
             if i >= args.warmup:
                 seconds += time.perf_counter() - t0
                 tokens += int((batch.tgt_out != 0).sum())
@@ -66,6 +73,13 @@ def main() -> None:
         step_ms.sort()
         print(f"{name:<14} {tokens / seconds:8.0f} target tok/s   median step {step_ms[len(step_ms) // 2]:6.0f} ms",
               flush=True)
+        if args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for batch in batches[args.warmup: args.warmup + 5]:
+                    train_step(batch)
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8, max_name_column_width=50))
 
 
 if __name__ == "__main__":

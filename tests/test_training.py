@@ -153,3 +153,23 @@ def test_ddp_on_two_cpu_processes_leaves_a_loadable_checkpoint(tmp_path, prepare
     assert "distributed_backend=gloo" in result.stderr or "gloo" in result.stdout + result.stderr
     model, tokenizer, meta = load_for_inference(tmp_path / "ckpt" / "best.ckpt")
     assert model.config.d_model == 32 and meta["tokenizer_fingerprint"] == prepared.tokenizer.fingerprint()
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_smoothed_loss_equals_torch_cross_entropy(epsilon):
+    from minitrans.training import smoothed_loss
+
+    logits = torch.randn(3, 5, 11, requires_grad=True)
+    gold = torch.randint(4, 11, (3, 5))
+    gold[0, 3:] = 0  # padding
+    loss, nll, n = smoothed_loss(logits, gold, epsilon)
+    flat = logits.flatten(0, 1)
+    ref = torch.nn.functional.cross_entropy(flat, gold.flatten(), ignore_index=0, reduction="sum",
+                                            label_smoothing=epsilon)
+    torch.testing.assert_close(loss, ref)
+    torch.testing.assert_close(nll, torch.nn.functional.cross_entropy(flat, gold.flatten(), ignore_index=0,
+                                                                      reduction="sum"))
+    assert n == 13
+    grad, = torch.autograd.grad(loss, logits)
+    ref_grad, = torch.autograd.grad(ref, logits)
+    torch.testing.assert_close(grad, ref_grad)
