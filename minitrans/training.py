@@ -39,8 +39,8 @@ def smoothed_loss(logits: torch.Tensor, gold: torch.Tensor, epsilon: float
 
     The smoothed loss is PyTorch's ``F.cross_entropy(label_smoothing=ε)``:
     ``(1 - ε) · NLL + ε · mean over the vocabulary of -log p``. Computing both from one
-    log-softmax saves a second pass over (B·T, V) logits per step (measured 5.5% of a bf16
-    step). Padding positions count for neither.
+    log-softmax saves a second pass over (B·T, V) logits per step (a log-softmax forward is 5.5%
+    of a bf16 step in ``scripts/benchmark_train.py --profile``). Padding positions count for neither.
 
     Args:
         logits: (B, T, V), float32.

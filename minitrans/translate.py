@@ -47,8 +47,9 @@ class Translator:
         tokenizer: Its SentencePiece tokenizer.
         max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
         max_len_a, max_len_b: Output length limit ``a · src_len + b``.
-        bf16: Decode under bfloat16 autocast: 1.3-1.4x the sentences/s on AMX CPUs, BLEU
-            within ±0.1 of fp32 (measured on Multi30k test_2016_flickr); off by default so
+        bf16: Decode under bfloat16 autocast: 1.41-1.43x the sentences/s on AMX CPUs, BLEU
+            within 0.12 of fp32 (``scripts/benchmark_decode.py --bf16``, Multi30k
+            test_2016_flickr), at about twice the peak memory; off by default so
             that results are exact.
     """
 
