@@ -7,10 +7,12 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+import yaml
 
 from conftest import make_datamodule
 from minitrans import ModelConfig
 from minitrans.checkpoint import CheckpointError, load_checkpoint, load_for_inference
+from minitrans.cli import lightning_main
 from minitrans.schedule import cosine, inverse_sqrt
 from minitrans.training import TranslationModule
 
@@ -179,10 +181,6 @@ def test_smoothed_loss_equals_torch_cross_entropy(epsilon):
 def test_shipped_configs_parse_and_build(name, tmp_path, monkeypatch):
     """Every shipped recipe parses (no stale key) and builds its model, data module and trainer.
     The GPU recipe is built for the CPU here; nothing is loaded or trained."""
-    import yaml
-
-    from minitrans.cli import lightning_main
-
     monkeypatch.chdir(tmp_path)  # loggers and checkpoint dirs, if created, land here
     path = ROOT / "configs" / name
     raw = yaml.safe_load(path.read_text())
