@@ -170,19 +170,18 @@ def beam_search(model, src: Tensor, beam_size: int = 5, alpha: float = DEFAULT_A
         new_scores = top_scores.gather(1, order)  # (N, K)
         new_origin = origin.gather(1, order)
         new_token = token.gather(1, order)
-        beam_rows = (torch.arange(n, device=device)[:, None] * k + new_origin).view(-1)  # (N*K,)
-        prefix = torch.cat([prefix.index_select(0, beam_rows), new_token.view(-1, 1)], 1)
-        step.select(beam_rows)
-        scores = new_scores
+        beam_rows = torch.arange(n, device=device)[:, None] * k + new_origin  # (N, K)
         done = torch.tensor([len(finished[int(s)]) >= k for s in alive], device=device)
         done |= limits[alive] <= t + 1  # past its length limit: nothing finite is left to extend
         if done.all():
             break
-        if done.any():
+        if done.any():  # finished sentences leave the batch in the same reorder as the beams
             keep = (~done).nonzero().flatten()
-            keep_rows = (keep[:, None] * k + torch.arange(k, device=device)).view(-1)
-            alive, scores, prefix = alive[keep], scores[keep], prefix.index_select(0, keep_rows)
-            step.select(keep_rows)
+            alive, new_scores, new_token, beam_rows = alive[keep], new_scores[keep], new_token[keep], beam_rows[keep]
+        beam_rows = beam_rows.view(-1)  # (N'*K,)
+        prefix = torch.cat([prefix.index_select(0, beam_rows), new_token.view(-1, 1)], 1)
+        step.select(beam_rows)
+        scores = new_scores
     out = []
     for hyps in finished:
         hyps = sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest]
