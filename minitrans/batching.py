@@ -8,13 +8,14 @@ batch holds as many sentences as fit a budget of ``max_tokens`` padded positions
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
+from minitrans.errors import ConfigError
 from minitrans.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -60,7 +61,7 @@ class PairDataset(Dataset):
     def __init__(self, src_ids: list[list[int]], tgt_ids: list[list[int]],
                  refs: list[list[str]] | None = None) -> None:
         if len(src_ids) != len(tgt_ids):
-            raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets.")
+            raise ConfigError(f"{len(src_ids)} sources but {len(tgt_ids)} targets.")
         self.src_ids, self.tgt_ids, self.refs = src_ids, tgt_ids, refs
 
     def __len__(self) -> int:
@@ -93,12 +94,17 @@ class TokenBatchSampler(Sampler[list[int]]):
             batches come sorted by length (evaluation).
         seed: Base seed; epoch ``e`` uses ``seed + e``.
         num_replicas, rank: Data-parallel world size and this process's rank.
+        max_sentences: Optional cap on sentences per batch.
+        epoch_rows: Optional ``epoch -> row numbers`` of the examples an epoch draws (rows
+            may repeat: a corpus mixture oversamples its small components); default: every
+            example once.
     """
 
     def __init__(self, lengths: Sequence[int], max_tokens: int, shuffle: bool = True, seed: int = 0,
-                 num_replicas: int = 1, rank: int = 0, max_sentences: int | None = None) -> None:
+                 num_replicas: int = 1, rank: int = 0, max_sentences: int | None = None,
+                 epoch_rows: Callable[[int], Sequence[int]] | None = None) -> None:
         if max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}.")
+            raise ConfigError(f"max_tokens must be positive, got {max_tokens}.")
         self.lengths = list(lengths)
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences
@@ -106,6 +112,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
+        self.epoch_rows = epoch_rows
         self.epoch = 0
         self.skip = 0  # batches to skip once, when resuming mid-epoch
         self._cached: tuple[int, list[list[int]]] | None = None
@@ -121,7 +128,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         return self._cached[1]
 
     def _make_batches(self) -> list[list[int]]:
-        order = list(range(len(self.lengths)))
+        order = list(self.epoch_rows(self.epoch)) if self.epoch_rows else list(range(len(self.lengths)))
         rng = random.Random(self.seed + self.epoch)
         if self.shuffle:
             rng.shuffle(order)

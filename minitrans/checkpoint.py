@@ -10,8 +10,10 @@ rebuilds tensors and plain containers, and refuses anything else.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,25 +21,23 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from minitrans.config import ModelConfig
+from minitrans.errors import CheckpointError, UsageError
+from minitrans.textio import atomic_output, same_file
 from minitrans.tokenizer import Tokenizer
 from minitrans.transformer import Transformer
 
 
-class CheckpointError(ValueError):
-    """A checkpoint that is missing, unsafe, not minitrans's, or does not match."""
-
-
 def save_atomic(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save`` to a temporary file, then rename: a crash never leaves a truncated
-    file under the final name."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """``torch.save`` through :func:`~minitrans.textio.atomic_output`: a crash never leaves a
+    truncated file under the final name, and temporaries of killed earlier saves are removed."""
+    with atomic_output(path, "wb") as f:
+        torch.save(obj, f)
+
+
+def copy_atomic(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Copy a file so that ``target`` is always either the old or the new complete file."""
+    with atomic_output(target, "wb") as out, open(source, "rb") as f:
+        shutil.copyfileobj(f, out, 1 << 20)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -45,6 +45,23 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
         save_atomic(checkpoint, path)
+
+
+def tokenizer_binding(tokenizer_sha256: str, state: dict[str, torch.Tensor]) -> str:
+    """A hash of the tokenizer together with the embedding matrix it was trained with.
+
+    The tokenizer's own fingerprint only proves that the stored tokenizer agrees with itself;
+    a tokenizer swapped for another of the same size (with its own fingerprint) would load
+    and translate garbage. This binding changes with either half, so a swap is caught.
+    """
+    key = "model.src_embed.weight" if "model.src_embed.weight" in state else "src_embed.weight"
+    embedding = state[key].detach().to("cpu", torch.float32).contiguous()
+    digest = hashlib.sha256(tokenizer_sha256.encode())
+    digest.update(embedding.numpy().tobytes())
+    return digest.hexdigest()
+
+
+REQUIRED_META = {"model_config": dict, "tokenizer": torch.Tensor, "tokenizer_fingerprint": dict}
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
@@ -55,17 +72,27 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
-        raise CheckpointError(
-            f"Refusing to load {path}: it contains pickled objects other than tensors and plain "
-            f"containers (possibly code), which minitrans never executes. ({str(err).splitlines()[0]})"
-        ) from err
-    except (RuntimeError, EOFError) as err:
-        raise CheckpointError(f"{path} is not a readable checkpoint (truncated or not a torch file): {err}") from err
-    if not isinstance(checkpoint, dict) or "minitrans" not in checkpoint or "state_dict" not in checkpoint:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if "Unsupported global" in str(err):  # a class or function reference: code
+            raise CheckpointError(
+                f"Refusing to load {path}: it contains pickled objects other than tensors and plain "
+                f"containers (possibly code), which minitrans never executes. ({first})") from None
+        raise CheckpointError(f"{path} is not a readable checkpoint (not a torch file, or damaged): {first}. "
+                              "Pass a .ckpt written by `minitrans train` or `minitrans average`.") from None
+    except Exception as err:  # torch raises many types on damaged or foreign files
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise CheckpointError(f"{path} is not a readable checkpoint (truncated, damaged or not a torch file): "
+                              f"{first}. Pass a .ckpt written by `minitrans train` or `minitrans average`.") from None
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("minitrans"), dict) \
+            or not isinstance(checkpoint.get("state_dict"), dict):
         raise CheckpointError(
             f"{path} is not a minitrans checkpoint (no 'minitrans' entry): train with `minitrans train`, "
             "or average minitrans checkpoints with `minitrans average`."
         )
+    for key, kind in REQUIRED_META.items():
+        if not isinstance(checkpoint["minitrans"].get(key), kind):
+            raise CheckpointError(f"{path} is damaged: its metadata lacks a valid {key!r}. Use another checkpoint "
+                                  "of the run (last.ckpt or a step*.ckpt).")
     return checkpoint
 
 
@@ -85,19 +112,35 @@ def load_for_inference(path: str | os.PathLike, device: str | torch.device = "cp
     try:
         config = ModelConfig.from_dict(meta["model_config"])
     except (ValueError, TypeError) as err:
-        raise CheckpointError(f"{path}: its model config is not valid for this minitrans version: {err}") from err
-    tokenizer = Tokenizer.from_tensor(meta["tokenizer"])
+        raise CheckpointError(f"{path}: its model config is not valid for this minitrans version: {err}") from None
+    try:
+        tokenizer = Tokenizer.from_tensor(meta["tokenizer"])
+    except Exception as err:  # SentencePiece raises RuntimeError/TypeError on bad bytes
+        raise CheckpointError(f"{path}: its stored SentencePiece model cannot be read ({type(err).__name__}); "
+                              "the checkpoint is damaged.") from None
     fingerprint = tokenizer.fingerprint()
     if fingerprint != meta["tokenizer_fingerprint"]:
         raise CheckpointError(f"{path}: the stored SentencePiece model does not match its recorded fingerprint.")
     if tokenizer.vocab_size != config.vocab_size:
         raise CheckpointError(
             f"{path}: tokenizer has {tokenizer.vocab_size} pieces but the model expects {config.vocab_size}.")
+    state = model_state(checkpoint)
+    bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        raise CheckpointError(f"{path}: weights hold NaN or infinite values ({bad[0]}"
+                              f"{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}): training diverged. "
+                              "Use an earlier checkpoint, or retrain with a lower learning rate.")
+    binding = meta.get("tokenizer_binding")
+    if binding is not None and "src_embed.weight" in state and \
+            tokenizer_binding(fingerprint["sha256"], state) != binding:
+        raise CheckpointError(f"{path}: its SentencePiece model is not the one its weights were trained with "
+                              "(the tokenizer was replaced). Use the original checkpoint.")
     model = Transformer(config)
     try:
-        model.load_state_dict(model_state(checkpoint))
+        model.load_state_dict(state)
     except RuntimeError as err:
-        raise CheckpointError(f"{path}: the weights do not fit the recorded model config: {err}") from err
+        raise CheckpointError(f"{path}: the weights do not fit the recorded model config: "
+                              f"{str(err).splitlines()[0]}") from None
     return model.to(device).eval(), tokenizer, meta
 
 
@@ -110,6 +153,10 @@ def average_checkpoints(paths: list[str | os.PathLike], output: str | os.PathLik
     """
     if len(paths) < 1:
         raise CheckpointError("Give at least one checkpoint to average.")
+    for p in paths:
+        if same_file(p, output):
+            raise UsageError(f"--output {output} is one of the checkpoints to average; it would be replaced "
+                             "(and a resumable training checkpoint lost). Choose a new file name.")
     first = load_checkpoint(paths[0])
     meta = first["minitrans"]
     total = {k: v.double() if v.is_floating_point() else v.clone() for k, v in first["state_dict"].items()}
@@ -131,7 +178,9 @@ def average_checkpoints(paths: list[str | os.PathLike], output: str | os.PathLik
     n = len(paths)
     averaged = {k: (v / n).to(first["state_dict"][k].dtype) if v.is_floating_point() else v
                 for k, v in total.items()}
-    result = {"state_dict": averaged, "minitrans": {**meta, "averaged_from": [str(p) for p in paths]},
+    meta = {**meta, "averaged_from": [str(p) for p in paths]}
+    meta["tokenizer_binding"] = tokenizer_binding(meta["tokenizer_fingerprint"]["sha256"], averaged)
+    result = {"state_dict": averaged, "minitrans": meta,
               "hyper_parameters": first.get("hyper_parameters", {}),
               "global_step": first.get("global_step", 0)}
     save_atomic(result, output)

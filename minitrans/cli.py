@@ -11,12 +11,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import logging
-import shutil
+import os
 import sys
 import warnings
 from pathlib import Path
+
+from minitrans.errors import CheckpointError, MinitransError, UsageError
+from minitrans.textio import atomic_output, check_writable, iter_lines, read_lines, same_file
 
 log = logging.getLogger("minitrans")
 LIGHTNING_COMMANDS = ("train", "fit", "validate", "test")
@@ -28,7 +33,7 @@ def _lightning_cli_class():
     from lightning.pytorch.cli import LightningCLI
     from lightning.pytorch.loggers import CSVLogger
 
-    from minitrans.checkpoint import AtomicCheckpointIO
+    from minitrans.checkpoint import AtomicCheckpointIO, copy_atomic
 
     class MinitransCLI(LightningCLI):
         """LightningCLI with minitrans's links, checkpointing and loggers."""
@@ -67,11 +72,33 @@ def _lightning_cli_class():
             if callback is not None and callback.best_model_path and self.trainer.is_global_zero:
                 best = Path(callback.best_model_path)
                 target = best.with_name("best.ckpt")
-                shutil.copyfile(best, target)
+                copy_atomic(best, target)  # a kill mid-copy leaves the previous best.ckpt whole
                 log.info("Best checkpoint (%s = %s): %s, copied to %s", callback.monitor,
                          callback.best_model_score, best, target)
 
     return MinitransCLI, LearningRateMonitor
+
+
+def _check_resumable(args: list[str]) -> None:
+    """``--resume CKPT`` needs a training checkpoint (weights, optimizer and loop state), not an
+    averaged or damaged one: say so before Lightning fails on a missing key."""
+    path = None
+    for i, arg in enumerate(args):
+        if arg == "--ckpt_path" and i + 1 < len(args):
+            path = args[i + 1]
+        elif arg.startswith("--ckpt_path="):
+            path = arg.split("=", 1)[1]
+    if path in (None, "", "last", "best", "hpc", "registry"):
+        return
+    from minitrans.checkpoint import load_checkpoint
+
+    checkpoint = load_checkpoint(path)
+    missing = [k for k in ("optimizer_states", "loops", "lr_schedulers") if k not in checkpoint]
+    if missing:
+        how = "it was written by `minitrans average`" if "averaged_from" in checkpoint["minitrans"] else \
+            f"it lacks {', '.join(missing)}"
+        raise CheckpointError(f"--resume {path}: cannot resume training from it ({how}). Resume from last.ckpt "
+                              "or a step*.ckpt of the run; averaged checkpoints translate and evaluate only.")
 
 
 def lightning_main(args: list[str], run: bool = True):
@@ -85,6 +112,7 @@ def lightning_main(args: list[str], run: bool = True):
             args = ["fit", *args[1:]]
         args = ["--ckpt_path" if a == "--resume" else a for a in args]
         args = [f"--ckpt_path={a.split('=', 1)[1]}" if a.startswith("--resume=") else a for a in args]
+        _check_resumable(args)
     trainer_defaults = {
         "use_distributed_sampler": False,  # TokenBatchSampler shards by rank itself
         "callbacks": [lr_monitor(logging_interval="step")],
@@ -109,90 +137,149 @@ def cmd_prepare(a: argparse.Namespace) -> None:
 
 
 def _lines(a: argparse.Namespace):
-    """Yield chunks of input lines: arguments, a file, or stdin (line by line when interactive)."""
+    """Yield ``(first line number, chunk of input lines)``: arguments, a file, or stdin (line by
+    line when interactive). Lines are split on ``\n`` only, as ``wc -l`` counts them. A file is
+    read and decoded whole before anything is translated, so a bad byte stops the command at
+    once, naming its line; stdin is decoded chunk by chunk, so what was translated before a bad
+    line has already been written."""
     if a.sentences:
-        yield list(a.sentences)
+        yield 1, list(a.sentences)
         return
     if a.input:
-        stream = open(a.input, encoding="utf-8")
-    else:
-        stream = sys.stdin
-    interactive = stream.isatty()
+        yield 1, read_lines(a.input, "Input file")
+        return
+    interactive = sys.stdin.isatty()
+    # Bytes, so that decoding (and its errors) is ours; a text-only stream (tests, embedding)
+    # is re-encoded.
+    stream = getattr(sys.stdin, "buffer", None) or io.BytesIO(sys.stdin.read().encode("utf-8", "surrogateescape"))
     chunk: list[str] = []
-    for line in stream:
-        chunk.append(line.rstrip("\n").rstrip("\r"))
+    first = 1
+    for number, line in enumerate(iter_lines(stream, "<stdin>"), 1):
+        chunk.append(line)
         if interactive or len(chunk) >= 1000:
-            yield chunk
-            chunk = []
+            yield first, chunk
+            chunk, first = [], number + 1
     if chunk:
-        yield chunk
+        yield first, chunk
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise UsageError(f"--device {device!r} is not a device name; use cpu, cuda or cuda:N.") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {device}: no CUDA GPU is available here; use --device cpu.")
+    if kind not in ("cpu", "cuda", "mps"):
+        raise UsageError(f"--device {device}: minitrans decodes on cpu, cuda or mps.")
 
 
 def cmd_translate(a: argparse.Namespace) -> None:
     """Translate sentences (arguments, --input FILE or stdin) to stdout or --output FILE."""
-    from minitrans.translate import Translator, plot_attention
+    from minitrans.search import check_decoding
+    from minitrans.translate import Translator, check_attention_view, plot_attention, plot_path
 
+    # Everything that can be checked is checked before the model is loaded.
+    check_decoding(a.beam, a.alpha, a.nbest)
+    _check_device(a.device)
+    if a.input and not Path(a.input).is_file():
+        raise UsageError(f"--input {a.input}: no such file.")
+    if a.output:
+        check_writable(a.output, "--output")
+        if a.input and same_file(a.input, a.output):
+            raise UsageError(f"--output {a.output} is the --input file; it would be overwritten while being read. "
+                             "Write to another file, then rename it.")
+    if a.plot_attention:
+        check_writable(plot_path(a.plot_attention), "--plot-attention")
     translator = Translator.from_checkpoint(a.checkpoint, device=a.device, bf16=a.bf16)
-    out = open(a.output, "w", encoding="utf-8") if a.output else sys.stdout
-    plotted = False
-    try:
-        for chunk in _lines(a):
+    check_attention_view(translator.model.config, a.layer, a.head)
+    with contextlib.ExitStack() as stack:
+        # A file output appears whole when the command succeeds, and never half-written.
+        out = stack.enter_context(atomic_output(a.output)) if a.output else sys.stdout
+        plotted = False
+        for first, chunk in _lines(a):
             want_plot = a.plot_attention is not None and not plotted
             results = translator.translate_detailed(chunk, beam_size=a.beam, alpha=a.alpha, nbest=a.nbest,
-                                                    attention=want_plot)
-            for r in results:
+                                                    attention=want_plot, first_line=first)
+            for number, r in enumerate(results, first):
                 if a.json:
-                    out.write(json.dumps({"source": r.source, "translation": r.text, "score": r.score,
+                    out.write(json.dumps({"line": number, "source": r.source, "translation": r.text,
+                                          "score": r.score,
                                           "nbest": [{"translation": t, "score": s} for t, s in r.nbest],
                                           "truncated": r.truncated}, ensure_ascii=False) + "\n")
-                elif a.nbest > 1:
-                    out.write("".join(f"{t}\t{s:.4f}\n" for t, s in r.nbest))
+                elif a.nbest > 1:  # line number, translation, score: realignable with the input
+                    out.write("".join(f"{number}\t{t}\t{s:.4f}\n" for t, s in r.nbest))
                 else:
                     out.write(r.text + "\n")
             out.flush()
             if want_plot:
-                first = next((r for r in results if r.attention is not None), None)
-                if first is not None:
-                    plot_attention(first, a.plot_attention, a.layer, a.head)
-                    print(f"attention plot: {a.plot_attention}", file=sys.stderr)
+                shown = next((r for r in results if r.attention is not None), None)
+                if shown is not None:
+                    written = plot_attention(shown, a.plot_attention, a.layer, a.head)
+                    print(f"attention plot: {written}", file=sys.stderr)
                     plotted = True
-    finally:
-        if out is not sys.stdout:
-            out.close()
+
+
+def _check_output_dir(path: str) -> None:
+    """An evaluation's output folder must be creatable and writable before hours of decoding."""
+    folder = Path(path)
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise UsageError(f"--output-dir {path}: {existing} is a file, not a folder; choose another path.")
+    if not os.access(existing, os.W_OK):
+        raise UsageError(f"--output-dir {path} is not writable; choose another folder.")
 
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
     """Translate a test set with one or more checkpoints and score BLEU and chrF."""
     from minitrans.checkpoint import load_checkpoint
-    from minitrans.evaluate import evaluate_checkpoint, load_eval_data, write_outputs
+    from minitrans.evaluate import eval_sets, evaluate_checkpoint, load_eval_data, write_outputs
+    from minitrans.search import check_decoding
+    from minitrans.translate import Translator
 
+    check_decoding(a.beam, a.alpha)
+    _check_device(a.device)
+    _check_output_dir(a.output_dir)
     trained_on = load_checkpoint(a.checkpoint[0])["minitrans"].get("data", {})
-    same_data = trained_on.get("dataset") == a.dataset
-    if a.dataset and not same_data:
-        log.warning("The checkpoint was trained on %r, not %r: check that the test split cannot overlap its "
-                    "training data.", trained_on.get("dataset"), a.dataset)
-    sources, refs = load_eval_data(a.dataset, a.split, a.src, a.ref, a.data_dir or trained_on.get("data_dir"),
-                                   trained_on if same_data else None)
-    name = a.split if a.src is None else Path(a.src).stem
+    data_dir = a.data_dir or trained_on.get("data_dir")
+    if a.src is not None:
+        sets = [(Path(a.src).stem, "files", load_eval_data(None, a.split, a.src, a.ref))]
+    else:
+        sets = []
+        for spec in eval_sets(trained_on, a.dataset):
+            if spec["split_settings"] is None:
+                log.warning("The checkpoint was not trained on %r: check that its %s split cannot overlap the "
+                            "training data.", spec["dataset"], a.split)
+            data = load_eval_data(spec["dataset"], a.split, None, None, data_dir, spec["split_settings"],
+                                  spec["files"], spec["hub_id"])
+            label = f"{spec['name']}.{a.split}" if trained_on.get("dataset") == "mixture" else a.split
+            sets.append((label, spec["name"], data))
     reports = []
     stems = [Path(c).stem for c in a.checkpoint]
     if len(set(stems)) < len(stems):  # e.g. two runs' best.ckpt: name outputs by their paths
         stems = [str(Path(c).with_suffix("")).strip("./").replace("/", "_") for c in a.checkpoint]
     for ckpt, ckpt_stem in zip(a.checkpoint, stems):
-        report, hyps = evaluate_checkpoint(ckpt, sources, refs, a.beam, a.alpha, a.device, bf16=a.bf16)
-        report.update({"dataset": a.dataset if a.src is None else "files", "split": name})
-        stem = f"{ckpt_stem}.{name}.beam{a.beam}"
-        path = write_outputs(report, hyps, a.output_dir, stem)
-        report["report_path"] = str(path)
-        reports.append(report)
+        translator = Translator.from_checkpoint(ckpt, device=a.device, bf16=a.bf16)
+        for label, dataset, (sources, refs) in sets:
+            report, hyps = evaluate_checkpoint(ckpt, sources, refs, a.beam, a.alpha, a.device, translator=translator)
+            report.update({"dataset": dataset, "split": a.split if a.src is None else label})
+            path = write_outputs(report, hyps, a.output_dir, f"{ckpt_stem}.{label}.beam{a.beam}")
+            report["report_path"] = str(path)
+            reports.append(report)
     if len(reports) == 1:
         print(json.dumps(reports[0], indent=2, ensure_ascii=False))
-    else:
-        width = max(len(r["checkpoint"]) for r in reports)
-        print(f"{'checkpoint':<{width}}  {'BLEU':>6}  {'chrF':>6}  {'sent/s':>7}")
-        for r in reports:
-            print(f"{r['checkpoint']:<{width}}  {r['bleu']:>6.2f}  {r['chrf']:>6.2f}  {r['sentences_per_second']:>7.1f}")
-        print(f"BLEU: {reports[0]['bleu_signature']}\nchrF: {reports[0]['chrf_signature']}")
+        return
+    width = max(len(r["checkpoint"]) for r in reports)
+    sets_width = max(len(f"{r['dataset']}/{r['split']}") for r in reports)
+    print(f"{'checkpoint':<{width}}  {'data':<{sets_width}}  {'BLEU':>6}  {'chrF':>6}  {'sent/s':>7}")
+    for r in reports:
+        data = f"{r['dataset']}/{r['split']}"
+        print(f"{r['checkpoint']:<{width}}  {data:<{sets_width}}  {r['bleu']:>6.2f}  {r['chrf']:>6.2f}  "
+              f"{r['sentences_per_second']:>7.1f}")
+    for signature in dict.fromkeys((r["bleu_signature"], r["chrf_signature"]) for r in reports):
+        print(f"BLEU: {signature[0]}\nchrF: {signature[1]}")
 
 
 def cmd_average(a: argparse.Namespace) -> None:
@@ -211,10 +298,9 @@ def cmd_download(a: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from minitrans.search import DEFAULT_ALPHA
+    from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
 
-    parser = argparse.ArgumentParser(prog="minitrans", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="minitrans", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in LIGHTNING_COMMANDS:
         sub.add_parser(name, help=f"Lightning {name} from a YAML config (see `minitrans {name} --help`)",
@@ -229,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", "-c", required=True)
     p.add_argument("--input", "-i", help="file with one sentence per line")
     p.add_argument("--output", "-o", help="write translations here instead of stdout")
-    p.add_argument("--beam", type=int, default=5, help="beam size (1 = greedy)")
+    p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="beam size (1 = greedy)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="length penalty exponent")
     p.add_argument("--nbest", type=int, default=1, help="print the n best translations with scores")
     p.add_argument("--json", action="store_true", help="one JSON object per line with scores")
@@ -242,12 +328,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help=cmd_evaluate.__doc__)
     p.add_argument("--checkpoint", "-c", nargs="+", required=True)
-    p.add_argument("--dataset", help="multi30k or tatoeba")
+    p.add_argument("--dataset", help="multi30k, tatoeba, or a component of the checkpoint's mixture "
+                                     "(default for a mixture: every component)")
     p.add_argument("--split", default="test", help="e.g. test_2016_flickr (= test), test_2017_flickr, valid")
     p.add_argument("--src", help="source file (instead of --dataset)")
     p.add_argument("--ref", action="append", help="reference file aligned with --src; repeat for several")
     p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
-    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="beam size (1 = greedy)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="length penalty exponent")
     p.add_argument("--output-dir", default="outputs/eval")
     p.add_argument("--device", default="cpu")
@@ -266,29 +353,61 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Logs to whatever ``sys.stderr`` is at the time of the message (not at setup)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit 2), like every other minitrans error."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
 def main(argv: list[str] | None = None) -> None:
+    """The error boundary: a :class:`MinitransError` is printed as one line (exit 1, or 2 for
+    usage errors); ``--debug`` anywhere on the line shows the traceback instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     if not log.handlers:  # our own messages; Lightning configures its own logger
-        handler = logging.StreamHandler()
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
-    if argv and argv[0] in LIGHTNING_COMMANDS:
-        lightning_main(argv)
-        return
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "prepare":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.overrides = extra  # prepare: config overrides such as --data.vocab_size=4000
-    if args.command is None:
-        build_parser().print_help()
-        raise SystemExit(2)
-    from minitrans.checkpoint import CheckpointError
-    from minitrans.corpus import DataError
+    command = argv[0] if argv else None
+    from minitrans.runtime import tune_allocator
 
+    tune_allocator()  # before any large tensor exists
     try:
+        if command in LIGHTNING_COMMANDS:
+            lightning_main(argv)
+            return
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.command != "prepare":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = extra  # prepare: config overrides such as --data.vocab_size=4000
+        if args.command is None:
+            parser.print_help()
+            raise SystemExit(2)
         args.func(args)
-    except (DataError, CheckpointError) as err:
-        print(f"minitrans {args.command}: error: {err}", file=sys.stderr)
+    except MinitransError as err:
+        if debug:
+            raise
+        message = " ".join(str(err).split())  # one line, whatever the message held
+        print(f"minitrans {command or ''}: error: {message}", file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
+    except KeyboardInterrupt:
+        print(f"minitrans {command or ''}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except OSError as err:  # disk full, permission denied, ... while reading or writing
+        if debug:
+            raise
+        where = f": {err.filename}" if getattr(err, "filename", None) else ""
+        print(f"minitrans {command or ''}: error: {err.strerror or err}{where}", file=sys.stderr)
         raise SystemExit(1) from None

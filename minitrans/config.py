@@ -10,6 +10,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from minitrans.errors import ConfigError
+from minitrans.tokenizer import PAD_ID
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -25,7 +28,9 @@ class ModelConfig:
         dropout: Dropout on embeddings+positions and on every sublayer output (paper: 0.1).
         attention_dropout: Dropout on attention weights. The paper uses none; it costs a
             (B, H, T, S) random mask per attention call, the most expensive dropout on CPU.
-        pad_id: Token id of padding; padded positions are masked out of attention.
+        pad_id: Token id of padding; padded positions are masked out of attention. Defaults to
+            the tokenizer's fixed ``PAD_ID`` (:mod:`minitrans.tokenizer` is the one place the
+            special ids are defined); search masks and skips this id.
         max_len: Longest sequence the positional encoding covers.
         norm_first: ``True`` is pre-norm ``x + Sublayer(LayerNorm(x))``; ``False`` is the
             paper's post-norm ``LayerNorm(x + Sublayer(x))`` (the ``base`` preset). Pre-norm is
@@ -47,7 +52,7 @@ class ModelConfig:
     d_ff: int = 2048
     dropout: float = 0.1
     attention_dropout: float = 0.0
-    pad_id: int = 0
+    pad_id: int = PAD_ID
     max_len: int = 512
     norm_first: bool = True
     positional: Literal["sinusoidal", "learned"] = "sinusoidal"
@@ -61,23 +66,23 @@ class ModelConfig:
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}.")
+                raise ConfigError(f"ModelConfig.{name} must be a positive integer, got {value!r}.")
         if self.d_model % self.n_heads:
-            raise ValueError(
+            raise ConfigError(
                 f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads "
                 f"({self.n_heads}); pick n_heads among the divisors of d_model."
             )
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
-                raise ValueError(f"ModelConfig.{name} must lie in [0, 1), got {value!r}.")
+                raise ConfigError(f"ModelConfig.{name} must lie in [0, 1), got {value!r}.")
         if not 0 <= self.pad_id < self.vocab_size:
-            raise ValueError(
+            raise ConfigError(
                 f"ModelConfig.pad_id ({self.pad_id}) must be a token id below vocab_size "
                 f"({self.vocab_size})."
             )
         if self.positional not in ("sinusoidal", "learned"):
-            raise ValueError(
+            raise ConfigError(
                 f"ModelConfig.positional must be 'sinusoidal' or 'learned', got {self.positional!r}."
             )
 
@@ -96,7 +101,7 @@ class ModelConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(
+            raise ConfigError(
                 f"Unknown ModelConfig key(s) {unknown}; valid keys are {sorted(known)}."
             )
         return cls(**values)
@@ -105,7 +110,7 @@ class ModelConfig:
     def preset(cls, name: str, **overrides: Any) -> "ModelConfig":
         """A named size (see :data:`PRESETS`) with field overrides, e.g. ``vocab_size``."""
         if name not in PRESETS:
-            raise ValueError(f"Unknown model preset {name!r}; choose one of {sorted(PRESETS)}.")
+            raise ConfigError(f"Unknown model preset {name!r}; choose one of {sorted(PRESETS)}.")
         return cls.from_dict({**PRESETS[name], **overrides})
 
 

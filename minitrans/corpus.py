@@ -26,15 +26,14 @@ from pathlib import Path
 
 import datasets
 
+from minitrans.errors import DataError  # noqa: F401  (re-exported)
+from minitrans.textio import iter_lines, read_lines
+
 log = logging.getLogger(__name__)
 
 DATA_ENV = "MINITRANS_DATA"
 MULTI30K_SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr",
                    "test_2017_flickr": "test_2017_flickr", "test_2017_mscoco": "test_2017_mscoco"}
-
-
-class DataError(ValueError):
-    """A problem with the user's data: the message names the file, the problem and the fix."""
 
 
 def resolve_data_dir(configured: str | os.PathLike | None = None) -> Path:
@@ -48,25 +47,25 @@ def clean(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).split())
 
 
-def _require_file(path: Path, what: str) -> None:
+DATA_HINT = (f"Point {DATA_ENV} (or data.data_dir) at the directory holding the corpora, e.g. "
+             f"`export {DATA_ENV}=../shared/data`, or fetch them with `minitrans download`.")
+
+
+def _require_file(path: Path, what: str, hint: str = DATA_HINT) -> None:
     if not path.is_file():
-        raise DataError(
-            f"{what} not found: {path}. Point {DATA_ENV} (or data.data_dir) at the directory "
-            f"holding the corpora, e.g. `export {DATA_ENV}=../shared/data`, or fetch them with "
-            "`minitrans download`."
-        )
+        raise DataError(f"{what} not found: {path}. {hint}")
     if path.stat().st_size == 0:
         raise DataError(f"{what} is empty: {path}. Replace it with a complete copy of the corpus.")
 
 
 def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
-    """Pairs from an ``English<TAB>French[<TAB>anything]`` file, raw (not cleaned)."""
+    """Pairs from an ``English<TAB>French[<TAB>anything]`` file, raw (not cleaned).
+    Lines are read as :mod:`minitrans.textio` reads them (``\n`` only, BOM dropped, UTF-8)."""
     path = Path(path)
     _require_file(path, "Parallel TSV file")
     pairs = []
-    with open(path, encoding="utf-8", errors="strict") as f:
-        for number, line in enumerate(f, 1):
-            line = line.rstrip("\n").rstrip("\r")
+    with open(path, "rb") as f:
+        for number, line in enumerate(iter_lines(f, str(path)), 1):
             if not line.strip():
                 continue
             fields = line.split("\t")
@@ -81,13 +80,14 @@ def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
     return pairs
 
 
-def read_aligned(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> list[tuple[str, str]]:
+def read_aligned(src_path: str | os.PathLike, tgt_path: str | os.PathLike,
+                 hint: str = DATA_HINT) -> list[tuple[str, str]]:
     """Pairs from two files aligned by line (line i of one translates line i of the other)."""
     src_path, tgt_path = Path(src_path), Path(tgt_path)
-    _require_file(src_path, "Source file")
-    _require_file(tgt_path, "Target file")
-    src = src_path.read_text(encoding="utf-8").splitlines()
-    tgt = tgt_path.read_text(encoding="utf-8").splitlines()
+    _require_file(src_path, "Source file", hint)
+    _require_file(tgt_path, "Target file", hint)
+    src = read_lines(src_path)
+    tgt = read_lines(tgt_path)
     if len(src) != len(tgt):
         raise DataError(
             f"Aligned files differ in line count: {src_path} has {len(src)} lines, {tgt_path} has "

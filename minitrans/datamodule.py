@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import statistics
 import time
@@ -24,15 +25,42 @@ from torch.utils.data import DataLoader
 
 from minitrans.batching import PairDataset, TokenBatchSampler, collate
 from minitrans.corpus import MULTI30K_SPLITS, DataError, load_corpus, resolve_data_dir
+from minitrans.mixture import CorpusSpec, check_specs, decontaminate, epoch_rows, probabilities
 from minitrans.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
 
 
+def source_files(dataset: str, data_dir: str | None, files: dict[str, str] | None) -> list[Path]:
+    """The raw files a corpus is read from (their sizes and times key the cache)."""
+    root = resolve_data_dir(data_dir)
+    if dataset == "multi30k":
+        return [root / "multi30k" / f"{n}.{lang}" for n in MULTI30K_SPLITS.values() for lang in ("en", "fr")]
+    if dataset == "tatoeba":
+        return [root / "tatoeba-fra-eng" / "fra.txt"]
+    if dataset == "aligned":
+        return [Path(f"{p}.{lang}") for p in (files or {}).values() for lang in ("en", "fr")]
+    return [Path(p) for p in (files or {}).values()]
+
+
 def _column(ds: datasets.Dataset, name: str) -> list:
     """One column as a plain Python list (fast to index on the training path)."""
     return ds.select_columns([name]).to_dict()[name]
+
+
+class MixtureReport:
+    """What cleaning did to each component of a mixture, and the sampling probabilities."""
+
+    def __init__(self, parts: dict[str, Any], probs: dict[str, float]) -> None:
+        self.parts, self.probs = parts, probs
+
+    def to_dict(self) -> dict:
+        return {name: {"sampling_probability": round(self.probs[name], 4), "cleaning": str(part)}
+                for name, part in self.parts.items()}
+
+    def __str__(self) -> str:
+        return "; ".join(f"{name} (p={self.probs[name]:.3f}): {part}" for name, part in self.parts.items())
 
 
 class ResumableDataLoader(DataLoader):
@@ -61,7 +89,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     Args:
         dataset: ``multi30k``, ``tatoeba``, ``tsv``, ``aligned`` or ``hub`` (see
-            :mod:`minitrans.corpus`).
+            :mod:`minitrans.corpus`), or ``mixture`` of the ``corpora`` (see :mod:`minitrans.mixture`).
         data_dir: Directory of the raw corpora; ``$MINITRANS_DATA`` overrides it.
         files: For ``tsv``/``aligned``: split name -> path (tsv) or path prefix (aligned).
         hub_id: For ``hub``: the Hugging Face dataset id.
@@ -78,6 +106,12 @@ class TranslationDataModule(L.LightningDataModule):
         test_size: Tatoeba/tsv: English sentences in the made test split.
         seed: Seed of the Tatoeba split and of the batch order.
         num_workers: DataLoader worker processes (0 = load in the training process).
+        corpora: For ``mixture``: the components, each a :class:`~minitrans.mixture.CorpusSpec`
+            (name, dataset, weight, files, hub_id, valid_size, test_size).
+        temperature: For ``mixture`` without weights: sample corpus i with probability
+            ∝ n_i^(1/T) (1 = by size; larger flattens towards uniform).
+        val_select: For ``mixture``: ``val_bleu`` (what checkpointing and early stopping
+            watch) is the ``mean`` of the per-corpus ``val_bleu/<name>``, or one corpus's.
     """
 
     def __init__(
@@ -98,33 +132,56 @@ class TranslationDataModule(L.LightningDataModule):
         test_size: int = 2000,
         seed: int = 1,
         num_workers: int = 0,
+        corpora: list[CorpusSpec] | None = None,
+        temperature: float = 1.0,
+        val_select: str = "mean",
     ) -> None:
         super().__init__()
+        if dataset == "mixture":
+            corpora = check_specs(corpora or [])
+            if val_select != "mean" and val_select not in [c.name for c in corpora]:
+                raise DataError(f"data.val_select {val_select!r} is neither 'mean' nor one of the corpus names "
+                                f"{[c.name for c in corpora]}.")
+            probabilities([1] * len(corpora), [c.weight for c in corpora], temperature)  # checks temperature
+        elif corpora:
+            raise DataError(f"data.corpora is set but data.dataset is {dataset!r}: set data.dataset to 'mixture'.")
         self.save_hyperparameters()
+        self.hparams["corpora"] = [c.to_dict() for c in corpora] if corpora else None
         self.tokenizer: Tokenizer | None = None
         self.splits: dict[str, datasets.Dataset] = {}
         self._train_loader: ResumableDataLoader | None = None
         self._pairs: dict[tuple[str, int | None], PairDataset] = {}
 
     # -- the cache -------------------------------------------------------------------
+    @property
+    def corpora(self) -> list[CorpusSpec]:
+        """The mixture's components (empty for a single corpus)."""
+        return [CorpusSpec(**c) for c in self.hparams.corpora or []]
+
     def _source_files(self) -> list[Path]:
         h = self.hparams
-        root = resolve_data_dir(h.data_dir)
-        if h.dataset == "multi30k":
-            return [root / "multi30k" / f"{n}.{lang}" for n in MULTI30K_SPLITS.values() for lang in ("en", "fr")]
-        if h.dataset == "tatoeba":
-            return [root / "tatoeba-fra-eng" / "fra.txt"]
-        if h.dataset == "aligned":
-            return [Path(f"{p}.{lang}") for p in (h.files or {}).values() for lang in ("en", "fr")]
-        return [Path(p) for p in (h.files or {}).values()]
+        if h.dataset == "mixture":
+            return [p for c in self.corpora for p in source_files(c.dataset, h.data_dir, c.files)]
+        return source_files(h.dataset, h.data_dir, h.files)
+
+    def eval_sets(self, split: str) -> list[tuple[str | None, str]]:
+        """``(corpus name, key in self.splits)`` of each evaluation set of ``split``: one per
+        mixture component, or ``(None, split)`` for a single corpus."""
+        if self.hparams.dataset == "mixture":
+            return [(c.name, f"{c.name}/{split}") for c in self.corpora]
+        return [(None, split)]
 
     @property
     def cache_path(self) -> Path:
         """``cache_dir/<dataset>-<hash of settings and raw files>``."""
         h = self.hparams
         keys = ("dataset", "files", "hub_id", "vocab_size", "spm_model_type", "max_len",
-                "valid_size", "test_size", "seed")
+                "valid_size", "test_size", "seed", "corpora")
         stamp: dict[str, Any] = {k: h[k] for k in keys}
+        if h.dataset == "mixture":  # the tokenizer is trained on the weighted sample
+            stamp["temperature"] = h.temperature
+        else:
+            del stamp["corpora"]  # keeps the cache keys of single corpora as they were
         stamp["version"] = CACHE_VERSION
         stamp["sources"] = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns)
                             for p in self._source_files() if p.exists()]
@@ -140,34 +197,50 @@ class TranslationDataModule(L.LightningDataModule):
         started = time.perf_counter()
         h = self.hparams
         log.info("Preparing %s (cache %s)...", h.dataset, path)
-        splits, report = load_corpus(h.dataset, h.data_dir, h.files, h.hub_id, h.valid_size, h.test_size, h.seed)
-        train = splits["train"]
-        tokenizer = Tokenizer.train(_column(train, "en") + _column(train, "fr"), h.vocab_size, h.spm_model_type)
+        if h.dataset == "mixture":
+            splits, report, spm_text = self._load_mixture()
+        else:
+            splits, report = load_corpus(h.dataset, h.data_dir, h.files, h.hub_id, h.valid_size, h.test_size, h.seed)
+            spm_text = _column(splits["train"], "en") + _column(splits["train"], "fr")
+        tokenizer = Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
 
         def tokenize(rows: dict) -> dict:
             src, tgt = tokenizer.encode(rows["en"]), tokenizer.encode(rows["fr"])
             return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src],
                     "tgt_len": [len(t) for t in tgt]}
 
-        tmp = path.with_name(path.name + ".tmp")
+        # A folder of this process's own: two `prepare` runs started together never share it.
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         for name, split in splits.items():
             split = split.map(tokenize, batched=True, batch_size=2000, desc=f"tokenising {name}")
-            if name == "train":
+            if name.rsplit("/", 1)[-1] == "train":
                 before = len(split)
                 split = split.filter(lambda r: max(r["src_len"], r["tgt_len"]) < h.max_len,
                                      desc="dropping over-long pairs")
+                part = report.parts[name.split("/")[0]] if isinstance(report, MixtureReport) else report
                 if before - len(split):
-                    report.dropped[f"longer than {h.max_len - 1} pieces"] += before - len(split)
-                    report.kept = len(split)
+                    part.dropped[f"longer than {h.max_len - 1} pieces"] += before - len(split)
+                    part.kept = len(split)
+                if not len(split):
+                    raise DataError(f"No training pair of {name!r} is left after cleaning ({part}): "
+                                    f"check the corpus and data.max_len ({h.max_len}).")
             split.save_to_disk(str(tmp / name))
         tokenizer.save(tmp / "spm.model")
         done = {"cleaning": str(report), "splits": {n: len(s) for n, s in splits.items()},
+                **({"mixture": report.to_dict()} if isinstance(report, MixtureReport) else {}),
                 "seconds": round(time.perf_counter() - started, 1)}
         (tmp / "done.json").write_text(json.dumps(done, indent=2))
-        shutil.rmtree(path, ignore_errors=True)
-        tmp.rename(path)  # the cache appears whole or not at all
+        try:
+            if (path / "done.json").exists():  # another process finished first: keep its cache
+                raise FileExistsError(path)
+            shutil.rmtree(path, ignore_errors=True)  # an incomplete cache of a killed run
+            tmp.rename(path)  # the cache appears whole or not at all
+        except OSError:  # lost the race to rename: the winner's cache is complete and equal
+            shutil.rmtree(tmp, ignore_errors=True)
+            log.info("Another process prepared %s at the same time; using its cache.", path)
+            return
         log.info("Prepared %s in %.1fs: %s", h.dataset, done["seconds"], report)
 
     def setup(self, stage: str | None = None) -> None:
@@ -177,10 +250,39 @@ class TranslationDataModule(L.LightningDataModule):
         if not (path / "done.json").exists():
             self.prepare_data()
         self.tokenizer = Tokenizer.load(path / "spm.model")
-        for split_dir in sorted(p for p in path.iterdir() if p.is_dir()):
-            self.splits[split_dir.name] = datasets.load_from_disk(str(split_dir))
-        if self.hparams.test_split not in self.splits:
-            raise DataError(f"data.test_split {self.hparams.test_split!r} is not one of {sorted(self.splits)}.")
+        for info in sorted(path.glob("**/dataset_info.json")):
+            split_dir = info.parent
+            self.splits[split_dir.relative_to(path).as_posix()] = datasets.load_from_disk(str(split_dir))
+        if self.hparams.dataset == "mixture":
+            self.splits["train"] = datasets.concatenate_datasets([self.splits[f"{c.name}/train"] for c in self.corpora])
+        for _, key in self.eval_sets(self.hparams.test_split):
+            if key not in self.splits:
+                raise DataError(f"data.test_split {self.hparams.test_split!r} is not one of "
+                                f"{sorted(k.rsplit('/', 1)[-1] for k in self.splits)}.")
+
+    def _load_mixture(self) -> tuple[dict[str, datasets.Dataset], Any, list[str]]:
+        """Every component's splits (``<name>/<split>``), decontaminated training splits,
+        and the SentencePiece training text: one epoch's weighted sample of both sides, so the
+        joint vocabulary serves each corpus by its share of training, not by its raw size."""
+        h = self.hparams
+        splits, reports = {}, []
+        for c in self.corpora:
+            parts, report = load_corpus(c.dataset, h.data_dir, c.files, c.hub_id, c.valid_size, c.test_size, h.seed)
+            splits.update({f"{c.name}/{name}": ds for name, ds in parts.items()})
+            reports.append((c.name, report))
+        held_out = [ds for key, ds in splits.items() if not key.endswith("/train")]
+        for (name, report) in reports:
+            kept, dropped = decontaminate(splits[f"{name}/train"], held_out)
+            if dropped:
+                report.dropped["sharing a sentence with an evaluation split"] += dropped
+                report.kept = len(kept)
+            splits[f"{name}/train"] = kept
+        sizes = [len(splits[f"{c.name}/train"]) for c in self.corpora]
+        probs = probabilities(sizes, [c.weight for c in self.corpora], h.temperature)
+        train = datasets.concatenate_datasets([splits[f"{c.name}/train"] for c in self.corpora])
+        sample = train.select(epoch_rows(sizes, probs, h.seed))
+        report = MixtureReport(dict(reports), dict(zip([c.name for c in self.corpora], probs)))
+        return splits, report, _column(sample, "en") + _column(sample, "fr")
 
     @property
     def report(self) -> dict:
@@ -194,7 +296,7 @@ class TranslationDataModule(L.LightningDataModule):
             ds = self.splits[split]
             if limit is not None and limit < len(ds):
                 ds = ds.select(range(limit))
-            refs = _column(ds, "refs") if split != "train" else None
+            refs = _column(ds, "refs") if not split.endswith("train") else None
             self._pairs[key] = PairDataset(_column(ds, "src_ids"), _column(ds, "tgt_ids"), refs)
         return self._pairs[key]
 
@@ -203,8 +305,20 @@ class TranslationDataModule(L.LightningDataModule):
         world, rank = 1, 0
         if self.trainer is not None:
             world, rank = self.trainer.world_size, self.trainer.global_rank
+        rows = None
+        if self.hparams.dataset == "mixture":
+            sizes, probs = self.mixture_sizes(), self.mixture_probabilities()
+            rows = lambda epoch: epoch_rows(sizes, probs, self.hparams.seed + epoch)  # noqa: E731
         return TokenBatchSampler(data.lengths(), self.hparams.max_tokens, shuffle=True, seed=self.hparams.seed,
-                                 num_replicas=world, rank=rank)
+                                 num_replicas=world, rank=rank, epoch_rows=rows)
+
+    def mixture_sizes(self) -> list[int]:
+        """Training pairs of each mixture component (after cleaning), in ``corpora`` order."""
+        return [len(self.splits[f"{c.name}/train"]) for c in self.corpora]
+
+    def mixture_probabilities(self) -> list[float]:
+        """Sampling probability of each mixture component, in ``corpora`` order."""
+        return probabilities(self.mixture_sizes(), [c.weight for c in self.corpora], self.hparams.temperature)
 
     def train_dataloader(self) -> DataLoader:
         data = self.pair_dataset("train")
@@ -228,11 +342,19 @@ class TranslationDataModule(L.LightningDataModule):
         # global RNG (dropout masks) untouched, so a resumed run draws the same masks.
         return torch.Generator().manual_seed(self.hparams.seed)
 
-    def val_dataloader(self) -> DataLoader:
-        return self._eval_loader("valid", self.hparams.val_max_sentences)
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        """The validation loader; a mixture has one per component, in ``eval_names`` order."""
+        loaders = [self._eval_loader(key, self.hparams.val_max_sentences) for _, key in self.eval_sets("valid")]
+        return loaders if self.hparams.dataset == "mixture" else loaders[0]
 
-    def test_dataloader(self) -> DataLoader:
-        return self._eval_loader(self.hparams.test_split)
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:
+        loaders = [self._eval_loader(key) for _, key in self.eval_sets(self.hparams.test_split)]
+        return loaders if self.hparams.dataset == "mixture" else loaders[0]
+
+    @property
+    def eval_names(self) -> list[str] | None:
+        """Names of the evaluation loaders of a mixture (None for a single corpus)."""
+        return [c.name for c in self.corpora] if self.hparams.dataset == "mixture" else None
 
     # -- statistics ------------------------------------------------------------------
     def statistics(self) -> dict[str, Any]:
@@ -247,8 +369,11 @@ class TranslationDataModule(L.LightningDataModule):
                 row[f"{side}_mean"] = round(statistics.fmean(lens), 1) if lens else 0
                 row[f"{side}_p95"] = lens[int(0.95 * (len(lens) - 1))] if lens else 0
             out["splits"][name] = row
-        valid = self.splits["valid"]
-        out["byte_fallback_rate_valid"] = round(self.tokenizer.byte_fallback_rate(_column(valid, "en") + _column(valid, "fr")), 5)
+        text = [t for _, key in self.eval_sets("valid") for col in ("en", "fr") for t in _column(self.splits[key], col)]
+        out["byte_fallback_rate_valid"] = round(self.tokenizer.byte_fallback_rate(text), 5)
+        if self.hparams.dataset == "mixture":
+            out["mixture"] = {c.name: {"train_pairs": n, "sampling_probability": round(p, 4)}
+                              for c, n, p in zip(self.corpora, self.mixture_sizes(), self.mixture_probabilities())}
         sampler = self.train_sampler()
         out["train_padding_ratio"] = round(sampler.padding_ratio(), 4)
         out["train_batches_per_epoch"] = len(sampler)

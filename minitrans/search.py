@@ -14,17 +14,35 @@ hypotheses are finalised. Scores are length-normalised with the GNMT penalty
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from minitrans.errors import UsageError
 from minitrans.masks import padding_mask
 from minitrans.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 #: Length-penalty exponent used unless asked otherwise. Tuned on the Multi30k validation
 #: split with the tiny recipe: BLEU 50.33 (α 0.6), 50.83 (α 1.0), 50.61 (α 1.4).
 DEFAULT_ALPHA = 1.0
+#: Beam size of `translate`, `evaluate` and the Python API unless asked otherwise.
+DEFAULT_BEAM = 5
+#: Output length limit ``a · source pieces + b`` (checkpoints record their own).
+DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B = 1.5, 10
+
+
+def check_decoding(beam_size: int, alpha: float, nbest: int = 1) -> None:
+    """Reject decoding settings that cannot give a right answer, naming the flag."""
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise UsageError(f"--beam must be a whole number ≥ 1 (1 = greedy), got {beam_size!r}.")
+    if isinstance(nbest, bool) or not isinstance(nbest, int) or not 1 <= nbest <= beam_size:
+        raise UsageError(f"--nbest must lie in 1..{beam_size} (the beam size), got {nbest!r}; "
+                         "raise --beam to get more alternatives.")
+    if not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 10:
+        raise UsageError(f"--alpha (length penalty) must be a number in [0, 10], got {alpha!r}; "
+                         f"the default is {DEFAULT_ALPHA}.")
 
 
 @dataclass
@@ -42,9 +60,9 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     return ((5 + length) / 6) ** alpha
 
 
-def max_output_lengths(src: Tensor, a: float, b: int, limit: int) -> Tensor:
+def max_output_lengths(src: Tensor, a: float, b: int, limit: int, pad_id: int = PAD_ID) -> Tensor:
     """Per-sentence maximum output length ``a · src_len + b`` (eos included), capped at ``limit``."""
-    src_len = (src != PAD_ID).sum(1)  # (B,)
+    src_len = (src != pad_id).sum(1)  # (B,)
     return (a * src_len.float() + b).long().clamp(1, limit)
 
 
@@ -62,7 +80,7 @@ class _Stepper:
         else:  # recompute the whole prefix: the reference the cache is tested against
             logits = self.model.decode(self.memory, self.src_mask, prefix)
         lp = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (N, V)
-        lp[:, PAD_ID] = float("-inf")
+        lp[:, self.model.config.pad_id] = float("-inf")
         lp[:, BOS_ID] = float("-inf")
         return lp
 
@@ -75,7 +93,7 @@ class _Stepper:
 
 
 @torch.no_grad()
-def greedy_search(model, src: Tensor, max_len_a: float = 1.5, max_len_b: int = 10,
+def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B,
                   use_cache: bool = True) -> list[Hypothesis]:
     """Pick the most likely token at every step.
 
@@ -89,8 +107,8 @@ def greedy_search(model, src: Tensor, max_len_a: float = 1.5, max_len_b: int = 1
         One :class:`Hypothesis` per sentence, in input order.
     """
     b = src.size(0)
-    limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1)
-    src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
+    limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1, model.config.pad_id)
+    src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
     step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache)
     alive = torch.arange(b, device=src.device)  # original row of each batch row
     prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=src.device)
@@ -117,8 +135,8 @@ def greedy_search(model, src: Tensor, max_len_a: float = 1.5, max_len_b: int = 1
 
 
 @torch.no_grad()
-def beam_search(model, src: Tensor, beam_size: int = 5, alpha: float = DEFAULT_ALPHA, max_len_a: float = 1.5,
-                max_len_b: int = 10, nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
+def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float = DEFAULT_ALPHA,
+                max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B, nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
     """Beam search, batched over sentences and beams.
 
     Args:
@@ -134,10 +152,10 @@ def beam_search(model, src: Tensor, beam_size: int = 5, alpha: float = DEFAULT_A
         For each sentence in input order, ``nbest`` hypotheses sorted best first.
     """
     if not 1 <= nbest <= beam_size:
-        raise ValueError(f"nbest must lie in 1..beam_size ({beam_size}), got {nbest}.")
+        raise UsageError(f"nbest must lie in 1..beam_size ({beam_size}), got {nbest}.")
     b, k, device = src.size(0), beam_size, src.device
-    limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1)  # (B,)
-    src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
+    limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1, model.config.pad_id)  # (B,)
+    src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
     memory = model.encode(src, src_mask)  # (B, S, D)
     rows = torch.arange(b, device=device).repeat_interleave(k)  # (B*K,) beam rows of each sentence
     step = _Stepper(model, memory.index_select(0, rows), src_mask.index_select(0, rows), use_cache)

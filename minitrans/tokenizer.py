@@ -18,11 +18,9 @@ from collections.abc import Iterable
 import sentencepiece as spm
 import torch
 
+from minitrans.errors import TokenizerError  # noqa: F401  (re-exported)
+
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-
-
-class TokenizerError(ValueError):
-    """A tokenizer that cannot be used as asked (bad size, mismatched fingerprint, ...)."""
 
 
 class Tokenizer:

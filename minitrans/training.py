@@ -20,7 +20,9 @@ import torch.nn.functional as F
 
 from minitrans import __version__
 from minitrans.batching import Batch
+from minitrans.checkpoint import tokenizer_binding
 from minitrans.config import ModelConfig
+from minitrans.errors import ConfigError
 from minitrans.evaluate import reference_streams
 from minitrans.schedule import cosine, inverse_sqrt
 from minitrans.search import greedy_search
@@ -33,7 +35,7 @@ def corpus_bleu(hyps: list[str], refs: list[list[str]]) -> sacrebleu.metrics.ble
     return sacrebleu.BLEU().corpus_score(hyps, reference_streams(refs))
 
 
-def smoothed_loss(logits: torch.Tensor, gold: torch.Tensor, epsilon: float
+def smoothed_loss(logits: torch.Tensor, gold: torch.Tensor, epsilon: float, pad_id: int = PAD_ID
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Label-smoothed cross-entropy and plain NLL from one log-softmax.
 
@@ -52,8 +54,8 @@ def smoothed_loss(logits: torch.Tensor, gold: torch.Tensor, epsilon: float
     """
     log_probs = torch.log_softmax(logits, dim=-1).flatten(0, 1)  # (B*T, V)
     gold = gold.flatten()
-    keep = gold != PAD_ID
-    nll = F.nll_loss(log_probs, gold, ignore_index=PAD_ID, reduction="sum")
+    keep = gold != pad_id
+    nll = F.nll_loss(log_probs, gold, ignore_index=pad_id, reduction="sum")
     uniform = -(log_probs.sum(-1) * keep).sum() / log_probs.size(-1)
     return (1.0 - epsilon) * nll + epsilon * uniform, nll.detach(), keep.sum()
 
@@ -100,18 +102,19 @@ class TranslationModule(L.LightningModule):
         if isinstance(config, dict):  # rebuilt from a checkpoint's hyper_parameters
             config = ModelConfig.from_dict(config)
         if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must lie in [0, 1), got {label_smoothing}.")
+            raise ConfigError(f"label_smoothing must lie in [0, 1), got {label_smoothing}.")
         if warmup_steps < 1:
-            raise ValueError(f"warmup_steps must be positive, got {warmup_steps}.")
+            raise ConfigError(f"warmup_steps must be positive, got {warmup_steps}.")
         self.save_hyperparameters(ignore=["config"])
         self.hparams["config"] = config.to_dict()  # plain dict: loadable with weights_only
         self.config = config
         self.model = Transformer(config)
         self.tokenizer: Tokenizer | None = None
-        self._val_hyps: list[str] = []
-        self._val_refs: list[list[str]] = []
-        self._val_sums = torch.zeros(3)  # smoothed loss, nll, tokens
+        self._val: dict[int, dict] = {}  # per validation loader: hyps, refs, sums
+        self._eval_names: list[str] | None = None  # a mixture's corpus names, one per loader
+        self._val_select = "mean"
         self._last_step_time: float | None = None
+        self._fit_started: float | None = None
         self._data_hparams: dict[str, Any] = {}
 
     # -- wiring ----------------------------------------------------------------------
@@ -120,15 +123,17 @@ class TranslationModule(L.LightningModule):
         if datamodule is not None and getattr(datamodule, "tokenizer", None) is not None:
             self.tokenizer = datamodule.tokenizer
             self._data_hparams = dict(datamodule.hparams)
+            self._eval_names = getattr(datamodule, "eval_names", None)
+            self._val_select = self._data_hparams.get("val_select") or "mean"
             if self.tokenizer.vocab_size != self.config.vocab_size:
-                raise ValueError(f"Tokenizer has {self.tokenizer.vocab_size} pieces but model.config.vocab_size "
+                raise ConfigError(f"Tokenizer has {self.tokenizer.vocab_size} pieces but model.config.vocab_size "
                                  f"is {self.config.vocab_size}; they must be equal.")
 
     # -- steps -----------------------------------------------------------------------
     def _losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Summed label-smoothed loss, summed NLL, and the number of target tokens."""
         logits = self.model(batch.src, batch.tgt_in).float()  # (B, T, V)
-        return smoothed_loss(logits, batch.tgt_out, self.hparams.label_smoothing)
+        return smoothed_loss(logits, batch.tgt_out, self.hparams.label_smoothing, self.config.pad_id)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss, nll, n_tokens = self._losses(batch)
@@ -141,39 +146,66 @@ class TranslationModule(L.LightningModule):
         return loss / n_tokens
 
     def on_validation_epoch_start(self) -> None:
-        self._val_hyps, self._val_refs = [], []
-        self._val_sums = torch.zeros(3)
+        self._val = {}
 
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+    def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        state = self._val.setdefault(dataloader_idx, {"hyps": [], "refs": [], "sums": torch.zeros(3)})
         loss, nll, n_tokens = self._losses(batch)
-        self._val_sums += torch.stack([loss.detach().cpu(), nll.cpu(), n_tokens.cpu().float()])
+        state["sums"] += torch.stack([loss.detach().cpu(), nll.cpu(), n_tokens.cpu().float()])
         if self.hparams.val_bleu and self.tokenizer is not None and batch.refs is not None:
             hyps = greedy_search(self.model, batch.src, self.hparams.max_len_a, self.hparams.max_len_b)
-            self._val_hyps += self.tokenizer.decode([h.tokens for h in hyps])
-            self._val_refs += batch.refs
+            state["hyps"] += self.tokenizer.decode([h.tokens for h in hyps])
+            state["refs"] += batch.refs
+
+    def _eval_metrics(self) -> dict[str, float]:
+        """Loss, perplexity and greedy BLEU of the finished validation/test pass.
+
+        One loader: ``loss``, ``ppl``, ``bleu``. A mixture (one loader per corpus) adds
+        ``loss/<name>``, ``ppl/<name>``, ``bleu/<name>``, and ``loss``/``bleu`` are the mean
+        over corpora, or one corpus's values when ``data.val_select`` names it (``ppl`` is
+        left out: a mean of perplexities means little).
+        """
+        per: dict[str, dict[str, float]] = {}
+        for idx, state in sorted(self._val.items()):
+            loss, nll, n = state["sums"].tolist()
+            n = max(n, 1.0)
+            row = {"loss": loss / n, "ppl": math.exp(min(nll / n, 50.0))}
+            if state["hyps"]:
+                row["bleu"] = corpus_bleu(state["hyps"], state["refs"]).score
+            name = self._eval_names[idx] if self._eval_names else None
+            per[name] = row
+        if None in per or not per:
+            return per.get(None, {})
+        out = {f"{k}/{name}": v for name, row in per.items() for k, v in row.items()}
+        rows = [per[self._val_select]] if self._val_select in per else list(per.values())
+        for k in ("loss", "bleu"):
+            if all(k in r for r in rows):
+                out[k] = sum(r[k] for r in rows) / len(rows)
+        return out
+
+    def on_fit_start(self) -> None:
+        self._fit_started = time.perf_counter()
 
     def on_validation_epoch_end(self) -> None:
-        loss, nll, n = self._val_sums.tolist()
-        n = max(n, 1.0)
+        if self._fit_started is not None and not self.trainer.sanity_checking:
+            # Wall-clock minutes since fit began: learning curves against time, not steps.
+            self.log("wall_minutes", (time.perf_counter() - self._fit_started) / 60, sync_dist=True)
         # Every rank validates the same sentences (no distributed sampler), so the values
         # agree across ranks; sync_dist only keeps Lightning's DDP bookkeeping consistent.
-        self.log("val_loss", loss / n, prog_bar=True, sync_dist=True)
-        self.log("val_ppl", math.exp(min(nll / n, 50.0)), sync_dist=True)
-        if self._val_hyps:
-            self.log("val_bleu", corpus_bleu(self._val_hyps, self._val_refs).score, prog_bar=True, sync_dist=True)
+        for key, value in self._eval_metrics().items():
+            self.log(f"val_{key}", value, prog_bar=key in ("loss", "bleu"), sync_dist=True)
         self._last_step_time = None  # validation time is not training throughput
 
-    def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self.validation_step(batch, batch_idx)
+    def test_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.validation_step(batch, batch_idx, dataloader_idx)
 
     def on_test_epoch_start(self) -> None:
         self.on_validation_epoch_start()
 
     def on_test_epoch_end(self) -> None:
-        loss, nll, n = self._val_sums.tolist()
-        self.log("test_loss", loss / max(n, 1.0), sync_dist=True)
-        if self._val_hyps:
-            self.log("test_bleu_greedy", corpus_bleu(self._val_hyps, self._val_refs).score, sync_dist=True)
+        for key, value in self._eval_metrics().items():
+            if not key.startswith("ppl"):
+                self.log(f"test_{key.replace('bleu', 'bleu_greedy')}", value, sync_dist=True)
 
     # -- optimisation ----------------------------------------------------------------
     def lr_at(self, step: int) -> float:
@@ -204,7 +236,10 @@ class TranslationModule(L.LightningModule):
             "model_config": self.config.to_dict(),
             "tokenizer": self.tokenizer.to_tensor(),
             "tokenizer_fingerprint": self.tokenizer.fingerprint(),
-            "data": {k: v for k, v in self._data_hparams.items() if isinstance(v, (str, int, float, bool, type(None)))},
+            "tokenizer_binding": tokenizer_binding(self.tokenizer.fingerprint()["sha256"], checkpoint["state_dict"]),
+            "data": {**{k: v for k, v in self._data_hparams.items() if isinstance(v, (str, int, float, bool, type(None)))},
+                     **({"corpora": [dict(c) for c in self._data_hparams["corpora"]]}
+                        if self._data_hparams.get("corpora") else {})},
             "decoding": {"max_len_a": self.hparams.max_len_a, "max_len_b": self.hparams.max_len_b},
         }
         # Random-number state, so that a resumed run draws the same dropout masks.

@@ -11,13 +11,17 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
 from minitrans.batching import pad
 from minitrans.checkpoint import load_for_inference
 from minitrans.corpus import clean
-from minitrans.search import DEFAULT_ALPHA, Hypothesis, beam_search, greedy_search
+from minitrans.errors import UsageError
+from minitrans.search import (DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Hypothesis,
+                              beam_search, check_decoding, greedy_search)
+from minitrans.textio import atomic_output
 from minitrans.tokenizer import EOS_ID, Tokenizer
 from minitrans.transformer import Transformer
 
@@ -54,7 +58,7 @@ class Translator:
     """
 
     def __init__(self, model: Transformer, tokenizer: Tokenizer, max_tokens: int = 6000,
-                 max_len_a: float = 1.5, max_len_b: int = 10, bf16: bool = False) -> None:
+                 max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B, bf16: bool = False) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.max_tokens = max_tokens
@@ -72,16 +76,28 @@ class Translator:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def translate(self, sentences: list[str], beam_size: int = 5, alpha: float = DEFAULT_ALPHA) -> list[str]:
-        """Translate ``sentences``; returns one string per input, in input order."""
+    def translate(self, sentences: list[str] | str, beam_size: int = DEFAULT_BEAM,
+                  alpha: float = DEFAULT_ALPHA) -> list[str] | str:
+        """Translate ``sentences``; returns one string per input, in input order. A single
+        string gives a single string back (it is one sentence, not a list of characters)."""
+        if isinstance(sentences, str):
+            return self.translate([sentences], beam_size, alpha)[0]
         return [t.text for t in self.translate_detailed(sentences, beam_size, alpha)]
 
-    def translate_detailed(self, sentences: list[str], beam_size: int = 5, alpha: float = DEFAULT_ALPHA, nbest: int = 1,
-                           attention: bool = False, use_cache: bool = True) -> list[Translation]:
-        """Like :meth:`translate`, with scores, n-best lists and optionally attention weights."""
-        if beam_size < 1:
-            raise ValueError(f"beam_size must be at least 1, got {beam_size}.")
-        nbest = min(nbest, beam_size)
+    def translate_detailed(self, sentences: list[str], beam_size: int = DEFAULT_BEAM, alpha: float = DEFAULT_ALPHA,
+                           nbest: int = 1, attention: bool = False, use_cache: bool = True,
+                           first_line: int = 1) -> list[Translation]:
+        """Like :meth:`translate`, with scores, n-best lists and optionally attention weights.
+
+        ``first_line`` is the input line number of ``sentences[0]``, for warnings about long
+        inputs when a caller feeds a long input in chunks.
+        """
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        if not all(isinstance(s, str) for s in sentences):
+            bad = next(s for s in sentences if not isinstance(s, str))
+            raise UsageError(f"Translator expects strings, got {type(bad).__name__}: {bad!r}.")
+        check_decoding(beam_size, alpha, nbest)
         cleaned = [clean(s) for s in sentences]
         limit = self.model.config.max_len - 1  # room for eos
         ids = self.tokenizer.encode(cleaned)
@@ -93,8 +109,8 @@ class Translator:
                 continue
             truncated = len(seq) > limit
             if truncated:
-                log.warning("Input %d has %d pieces, more than the model's %d: translating the first %d only.",
-                            i, len(seq), limit, limit)
+                log.warning("Input line %d has %d pieces, more than the model's %d: translating the first %d only.",
+                            first_line + i, len(seq), limit, limit)
                 ids[i] = seq[:limit]
             todo.append((i, truncated))
         todo.sort(key=lambda item: len(ids[item[0]]))
@@ -139,8 +155,22 @@ class Translator:
         return torch.stack([w[0] for w in weights]).cpu()  # (layers, H, T+1, S)
 
 
+def check_attention_view(config, layer: int | None, head: int | None) -> None:
+    """Reject a decoder layer or head the model does not have (counted from 0)."""
+    if layer is not None and not 0 <= layer < config.n_decoder_layers:
+        raise UsageError(f"--layer must lie in 0..{config.n_decoder_layers - 1} (decoder layers, from 0), got {layer}.")
+    if head is not None and not 0 <= head < config.n_heads:
+        raise UsageError(f"--head must lie in 0..{config.n_heads - 1} (attention heads, from 0), got {head}.")
+
+
+def plot_path(path: str | os.PathLike) -> Path:
+    """The file a plot is written to: ``.png`` is added when the path has no suffix."""
+    path = Path(path)
+    return path if path.suffix else path.with_name(path.name + ".png")
+
+
 def plot_attention(translation: Translation, path: str | os.PathLike, layer: int | None = None,
-                   head: int | None = None) -> None:
+                   head: int | None = None) -> Path:
     """Save a heatmap of one translation's cross-attention (source × target pieces).
 
     Args:
@@ -157,9 +187,11 @@ def plot_attention(translation: Translation, path: str | os.PathLike, layer: int
     if translation.attention is None:
         raise ValueError("This translation carries no attention weights: use translate_detailed(attention=True).")
     weights = translation.attention  # (layers, H, T, S)
+    if layer is not None and not 0 <= layer < weights.size(0):
+        raise UsageError(f"--layer must lie in 0..{weights.size(0) - 1} (decoder layers, from 0), got {layer}.")
+    if head is not None and not 0 <= head < weights.size(1):
+        raise UsageError(f"--head must lie in 0..{weights.size(1) - 1} (attention heads, from 0), got {head}.")
     layer = weights.size(0) - 1 if layer is None else layer
-    if not 0 <= layer < weights.size(0):
-        raise ValueError(f"layer must lie in 0..{weights.size(0) - 1}, got {layer}.")
     w = weights[layer].mean(0) if head is None else weights[layer, head]  # (T, S)
     src, tgt = translation.src_pieces, translation.tgt_pieces
     fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(src) + 2), max(3, 0.4 * len(tgt) + 1.5)))
@@ -171,5 +203,10 @@ def plot_attention(translation: Translation, path: str | os.PathLike, layer: int
     which = "mean over heads" if head is None else f"head {head}"
     ax.set_title(f"cross-attention, decoder layer {layer + 1} of {weights.size(0)}, {which}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = plot_path(path)
+    try:
+        with atomic_output(path, "wb") as f:
+            fig.savefig(f, dpi=120, format=path.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
+    return path

@@ -2,6 +2,11 @@
 fp32 vs bf16 autocast, explicit vs fused attention, with the time the data loader takes.
 
     MINITRANS_DATA=../shared/data python scripts/benchmark_train.py [--steps 20] [--d-model 256 --layers 3]
+    MINITRANS_DATA=../shared/data python scripts/benchmark_train.py --settings "bf16 explicit" --allocator default
+    MINITRANS_DATA=../shared/data python scripts/benchmark_train.py --settings "bf16 explicit" --allocator tuned
+
+The allocator setting (see minitrans.runtime) is process-wide, so compare it across two runs,
+alternated; the script prints the process's system CPU time (page faults) beside the rate.
 
 Each setting trains a fresh model on the same batches in one process; the first steps are
 warm-up and not counted. Compare ratios: these machines are noisy.
@@ -10,6 +15,7 @@ warm-up and not counted. Compare ratios: these machines are noisy.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -33,9 +39,16 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--vocab-size", type=int, default=5000)
     parser.add_argument("--max-tokens", type=int, default=2500)
+    parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of: " + ", ".join(SETTINGS))
+    parser.add_argument("--allocator", choices=["default", "tuned"], default="default",
+                        help="glibc malloc as it is, or as the minitrans command tunes it (minitrans.runtime)")
     parser.add_argument("--profile", action="store_true",
                         help="also print torch.profiler's top operators for each setting")
     args = parser.parse_args()
+    if args.allocator == "tuned":
+        from minitrans.runtime import tune_allocator
+
+        print("allocator tuned:", tune_allocator())
     dm = TranslationDataModule("multi30k", vocab_size=args.vocab_size, max_tokens=args.max_tokens)
     dm.prepare_data()
     dm.setup("fit")
@@ -45,7 +58,8 @@ def main() -> None:
     print(f"data loader: {per_batch_ms:.2f} ms per batch over a {len(epoch)}-batch epoch "
           "(collation in the training process)")
     batches = epoch[: args.steps + args.warmup]
-    for name, (bf16, fused) in SETTINGS.items():
+    for name in args.settings.split(","):
+        bf16, fused = SETTINGS[name.strip()]
         torch.manual_seed(0)
         cfg = ModelConfig(vocab_size=args.vocab_size, d_model=args.d_model, n_heads=4, n_encoder_layers=args.layers,
                           n_decoder_layers=args.layers, d_ff=4 * args.d_model, fused_attention=fused)
@@ -63,6 +77,7 @@ def main() -> None:
             loss.backward()
             opt.step()
 
+        cpu_before = os.times()
         for i, batch in enumerate(batches):
             t0 = time.perf_counter()
             train_step(batch)
@@ -71,8 +86,9 @@ def main() -> None:
                 tokens += int((batch.tgt_out != 0).sum())
                 step_ms.append(1000 * (time.perf_counter() - t0))
         step_ms.sort()
-        print(f"{name:<14} {tokens / seconds:8.0f} target tok/s   median step {step_ms[len(step_ms) // 2]:6.0f} ms",
-              flush=True)
+        cpu = os.times()
+        print(f"{name:<14} {tokens / seconds:8.0f} target tok/s   median step {step_ms[len(step_ms) // 2]:6.0f} ms   "
+              f"system CPU {cpu.system - cpu_before.system:5.1f} s, user {cpu.user - cpu_before.user:5.1f} s", flush=True)
         if args.profile:
             from torch.profiler import ProfilerActivity, profile
 

@@ -66,8 +66,9 @@ def test_evaluate_several_checkpoints_prints_a_table(capsys, tmp_path, trained_c
     out = run(capsys, "evaluate", "-c", str(trained_checkpoint), str(avg), "--dataset", "multi30k",
               "--split", "test", "--beam", "1", "--output-dir", str(tmp_path / "eval"))
     rows = out.out.splitlines()
-    assert rows[0].split() == ["checkpoint", "BLEU", "chrF", "sent/s"]
-    assert rows[1].split()[1] == rows[2].split()[1]  # the average of two copies scores the same
+    assert rows[0].split() == ["checkpoint", "data", "BLEU", "chrF", "sent/s"]
+    assert rows[1].split()[1] == "multi30k/test"
+    assert rows[1].split()[2] == rows[2].split()[2]  # the average of two copies scores the same
     assert rows[-2].startswith("BLEU: nrefs:1")
     copy = tmp_path / "other" / trained_checkpoint.name  # same file name, another run
     copy.parent.mkdir()

@@ -1,5 +1,3 @@
-import time
-
 from minitrans.batching import Batch
 from conftest import make_datamodule
 
@@ -9,11 +7,9 @@ def test_prepare_writes_cache_and_second_run_reuses_it(prepared, data_root):
     assert (path / "done.json").exists() and (path / "spm.model").exists()
     stamp = (path / "done.json").stat().st_mtime_ns
     again = make_datamodule(data_root, prepared.hparams.cache_dir)
-    started = time.perf_counter()
     again.prepare_data()
     again.setup("fit")
-    assert time.perf_counter() - started < 5
-    assert (path / "done.json").stat().st_mtime_ns == stamp  # not rebuilt
+    assert (path / "done.json").stat().st_mtime_ns == stamp  # not rebuilt (no wall-clock assert: noisy)
     assert again.tokenizer.fingerprint() == prepared.tokenizer.fingerprint()
 
 

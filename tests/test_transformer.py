@@ -1,5 +1,4 @@
 import dataclasses
-import time
 
 import pytest
 import torch
@@ -96,14 +95,12 @@ def test_tiny_model_overfits_reversal_quickly():
     src = torch.randint(4, 14, (8, 6))
     tgt = torch.cat([torch.full((8, 1), bos), src.flip(1), torch.full((8, 1), eos)], 1)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    start = time.perf_counter()
     for _ in range(300):
         loss = F.cross_entropy(model(src, tgt[:, :-1]).transpose(1, 2), tgt[:, 1:])
         opt.zero_grad()
         loss.backward()
         opt.step()
     assert loss.item() < 0.01, loss.item()
-    assert time.perf_counter() - start < 60
     model.eval()
     out = torch.full((8, 1), bos)
     with torch.no_grad():

@@ -52,9 +52,19 @@ def test_nbest_scores_and_attention(translator, tmp_path):
 
 
 def test_greedy_equals_beam_one(translator):
+    """The Translator's greedy path (beam 1) gives what beam search with one beam gives."""
+    import torch
+
+    from minitrans.batching import pad
+    from minitrans.search import beam_search
+    from minitrans.tokenizer import EOS_ID
+
     sentences = [e for e, _ in synthetic_pairs(6, seed=8)]
-    assert translator.translate(sentences, beam_size=1) == [
-        t.text for t in translator.translate_detailed(sentences, beam_size=1, nbest=1)]
+    src = pad([ids + [EOS_ID] for ids in translator.tokenizer.encode(sentences)])
+    with torch.inference_mode():
+        beams = beam_search(translator.model, src, beam_size=1, alpha=0.0)
+    by_beam = translator.tokenizer.decode([hs[0].tokens for hs in beams])
+    assert translator.translate(sentences, beam_size=1) == by_beam
 
 
 def test_bf16_decoding_runs_and_mostly_agrees(trained_checkpoint):

@@ -1,0 +1,137 @@
+"""Reading lines and writing files, the same way everywhere.
+
+* **Lines** are separated by ``\\n`` only (a ``\\r`` before it is dropped), exactly as
+  ``wc -l`` counts them. ``str.splitlines`` and Python's universal newlines also break on
+  U+2028, U+0085, ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e`` and lone ``\\r``, which would misalign a
+  translation or a reference file with its source; minitrans never uses them on user text.
+  A UTF-8 byte-order mark at the start of a file is dropped. Bytes that are not UTF-8 raise a
+  :class:`DataError` naming the file and line.
+* **Outputs** appear whole or not at all: :func:`atomic_output` writes to a temporary file
+  beside the target and renames it over the target only when writing succeeded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+from minitrans.errors import DataError, UsageError
+
+BOM = "\ufeff"
+
+
+def decode_line(raw: bytes, where: str, number: int) -> str:
+    """One raw line (without its ``\\n``) as text: UTF-8, trailing ``\\r`` dropped."""
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(
+            f"{where}, line {number}: byte {err.start + 1} is not UTF-8 ({raw[err.start:err.start + 4]!r}). "
+            f"Convert the file to UTF-8, e.g. `iconv -f LATIN1 -t UTF-8 IN > OUT`."
+        ) from None
+    if number == 1 and text.startswith(BOM):
+        text = text[1:]
+    return text
+
+
+def iter_lines(stream: IO[bytes], where: str) -> Iterator[str]:
+    """Lines of a binary stream, decoded with :func:`decode_line`. A final line without
+    ``\\n`` counts; an empty stream has no lines."""
+    for number, raw in enumerate(stream, 1):
+        yield decode_line(raw[:-1] if raw.endswith(b"\n") else raw, where, number)
+
+
+def read_lines(path: str | os.PathLike, what: str = "File") -> list[str]:
+    """Every line of a file (see the module docstring), with a clear error if it is missing."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{what} not found: {path}. Check the path.")
+    with open(path, "rb") as f:
+        return list(iter_lines(f, str(path)))
+
+
+def check_writable(path: str | os.PathLike, flag: str) -> Path:
+    """Fail before any long work if ``path`` cannot be written (no such folder, no permission,
+    a folder in the way)."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{flag} {path} is a directory; give a file path.")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: folder {parent} does not exist; create it first.")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {path} is not writable; choose another path.")
+    return path
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name the same existing file (or the same not-yet-existing path)."""
+    a, b = Path(a), Path(b)
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
+def temporary_path(path: str | os.PathLike) -> Path:
+    """Where this process writes ``path`` before renaming it: a hidden sibling named after
+    the target and this process, ``.NAME.tmpPID``."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
+    """Delete the temporaries of earlier writes of ``path`` whose process is gone (killed
+    mid-write); returns what was removed. Temporaries of live processes are left alone."""
+    path = Path(path)
+    removed = []
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.tmp*"):
+        pid = tmp.name.rsplit(".tmp", 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            removed.append(tmp)
+        except PermissionError:  # another user's live process
+            pass
+    return removed
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
+    """Open a temporary file beside ``path`` for writing; on success it replaces ``path``,
+    on any error it is removed and ``path`` is untouched. A kill leaves only the temporary,
+    which the next write of ``path`` removes.
+
+    Text mode writes UTF-8 with ``\n`` line ends.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
+    tmp = temporary_path(path)
+    try:
+        with open(tmp, mode, **({"encoding": "utf-8", "newline": "\n"} if "b" not in mode else {})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike, lines: Iterable[str]) -> Path:
+    """Write ``lines`` (each followed by ``\\n``) to ``path`` atomically."""
+    with atomic_output(path) as f:
+        for line in lines:
+            f.write(line + "\n")
+    return Path(path)
