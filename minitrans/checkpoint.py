@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from minitrans.config import ModelConfig
 from minitrans.errors import CheckpointError, UsageError
@@ -38,13 +37,6 @@ def copy_atomic(source: str | os.PathLike, target: str | os.PathLike) -> None:
     """Copy a file so that ``target`` is always either the old or the new complete file."""
     with atomic_output(target, "wb") as out, open(source, "rb") as f:
         shutil.copyfileobj(f, out, 1 << 20)
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint writer, made atomic with :func:`save_atomic`."""
-
-    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
-        save_atomic(checkpoint, path)
 
 
 def tokenizer_binding(tokenizer_sha256: str, state: dict[str, torch.Tensor]) -> str:

@@ -33,7 +33,8 @@ def _lightning_cli_class():
     from lightning.pytorch.cli import LightningCLI
     from lightning.pytorch.loggers import CSVLogger
 
-    from minitrans.checkpoint import AtomicCheckpointIO, copy_atomic
+    from minitrans.checkpoint import copy_atomic
+    from minitrans.training import AtomicCheckpointIO
 
     class MinitransCLI(LightningCLI):
         """LightningCLI with minitrans's links, checkpointing and loggers."""
@@ -290,6 +291,31 @@ def cmd_average(a: argparse.Namespace) -> None:
     print(f"averaged {len(a.checkpoints)} checkpoints into {a.output}")
 
 
+def cmd_serve(a: argparse.Namespace) -> None:
+    """Serve a checkpoint over HTTP: the JSON API and the web page (needs the [serve] extra)."""
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise UsageError('`minitrans serve` needs FastAPI and uvicorn: pip install -e ".[serve]"') from None
+    from minitrans.search import check_decoding
+    from minitrans.server import ServerSettings, serve
+
+    check_decoding(a.beam, a.alpha)
+    _check_device(a.device)
+    if not 0 < a.port < 65536:
+        raise UsageError(f"--port must lie in 1..65535, got {a.port}.")
+    for flag in ("max_sentences", "max_chars", "max_queue"):
+        if getattr(a, flag) < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(a, flag)}.")
+    if a.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("Serving on %s: reachable from other machines. minitrans has no authentication.", a.host)
+    settings = ServerSettings(max_sentences=a.max_sentences, max_chars=a.max_chars, max_queue=a.max_queue,
+                              batching=not a.no_batching, batch_wait_ms=a.batch_wait_ms, timeout_s=a.timeout,
+                              beam=a.beam, alpha=a.alpha)
+    serve(a.checkpoint, a.host, a.port, a.device, a.bf16, settings)
+
+
 def cmd_download(a: argparse.Namespace) -> None:
     """Download a public corpus (needs the network)."""
     from minitrans.download import download
@@ -345,6 +371,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoints", nargs="+")
     p.add_argument("--output", "-o", required=True)
     p.set_defaults(func=cmd_average)
+
+    p = sub.add_parser("serve", help=cmd_serve.__doc__)
+    p.add_argument("--checkpoint", "-c", required=True)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="default beam size of a request")
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="default length penalty of a request")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
+    p.add_argument("--max-sentences", type=int, default=64, help="sentences per request (413 beyond)")
+    p.add_argument("--max-chars", type=int, default=2000, help="characters per sentence (413 beyond)")
+    p.add_argument("--max-queue", type=int, default=1024, help="sentences queued at once (503 beyond)")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long to gather concurrent requests")
+    p.add_argument("--no-batching", action="store_true", help="decode each request on its own")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a request gets 504")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("download", help=cmd_download.__doc__)
     p.add_argument("--dataset", required=True, choices=["multi30k", "tatoeba"])

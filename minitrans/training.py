@@ -14,13 +14,14 @@ from functools import partial
 from typing import Any, Literal
 
 import lightning as L
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 import sacrebleu
 import torch
 import torch.nn.functional as F
 
 from minitrans import __version__
 from minitrans.batching import Batch
-from minitrans.checkpoint import tokenizer_binding
+from minitrans.checkpoint import save_atomic, tokenizer_binding
 from minitrans.config import ModelConfig
 from minitrans.errors import ConfigError
 from minitrans.evaluate import reference_streams
@@ -241,6 +242,9 @@ class TranslationModule(L.LightningModule):
                      **({"corpora": [dict(c) for c in self._data_hparams["corpora"]]}
                         if self._data_hparams.get("corpora") else {})},
             "decoding": {"max_len_a": self.hparams.max_len_a, "max_len_b": self.hparams.max_len_b},
+            # The latest validation scores when this checkpoint was written (servers report them).
+            "validation": {k: float(v) for k, v in (self._trainer.callback_metrics.items() if self._trainer else [])
+                           if k.startswith("val_")},
         }
         # Random-number state, so that a resumed run draws the same dropout masks.
         checkpoint["rng"] = {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])}
@@ -252,6 +256,13 @@ class TranslationModule(L.LightningModule):
             random.setstate((3, tuple(rng["python"]), None))
         if self.tokenizer is None and "minitrans" in checkpoint:
             self.tokenizer = Tokenizer.from_tensor(checkpoint["minitrans"]["tokenizer"])
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, made atomic with :func:`~minitrans.checkpoint.save_atomic`."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        save_atomic(checkpoint, path)
 
 
 def _shifted(schedule, step0: int) -> float:

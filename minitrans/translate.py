@@ -64,13 +64,16 @@ class Translator:
         self.max_tokens = max_tokens
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.bf16 = bf16
+        self.meta: dict = {}
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, device: str = "cpu", **kwargs) -> "Translator":
         """Load a checkpoint written by ``minitrans train`` (or ``minitrans average``)."""
         model, tokenizer, meta = load_for_inference(path, device)
         decoding = {**meta.get("decoding", {}), **kwargs}
-        return cls(model, tokenizer, **decoding)
+        translator = cls(model, tokenizer, **decoding)
+        translator.meta = meta  # the checkpoint's metadata (training data, validation scores, ...)
+        return translator
 
     @property
     def device(self) -> torch.device:

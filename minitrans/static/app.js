@@ -1,0 +1,135 @@
+// minitrans web page: plain JavaScript, no build step, no external assets.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let results = [];      // the last response's translations
+let chosen = 0;        // index of the sentence whose attention is shown
+
+async function loadModelInfo() {
+  try {
+    const info = await (await fetch("/v1/model")).json();
+    const c = info.model_config;
+    $("model-info").textContent = `Model: ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_model ${c.d_model}, ` +
+      `${(info.parameters / 1e6).toFixed(1)}M parameters, ${info.vocab_size} pieces.`;
+  } catch (e) { /* the page works without it */ }
+}
+
+async function translate() {
+  const lines = $("source").value.split("\n");
+  const body = { q: lines, beam: Number($("beam").value), nbest: Number($("nbest").value), attention: true };
+  $("translate").disabled = true;
+  $("error").hidden = true;
+  const started = performance.now();
+  try {
+    const response = await fetch("/v1/translate", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    });
+    const data = await response.json();
+    if (!response.ok) {
+      const detail = Array.isArray(data.detail) ? data.detail.map((d) => `${d.loc.slice(-1)[0]}: ${d.msg}`).join("; ") : data.detail;
+      throw new Error(`${response.status}: ${detail}`);
+    }
+    results = data.translations;
+    chosen = Math.max(0, results.findIndex((r) => r.translation));
+    $("latency").textContent = `${Math.round(performance.now() - started)} ms in the browser, ` +
+      `${data.latency_ms} ms on the server`;
+    renderResults();
+    renderAttention();
+  } catch (e) {
+    $("error").textContent = e.message;
+    $("error").hidden = false;
+  } finally {
+    $("translate").disabled = false;
+  }
+}
+
+function renderResults() {
+  const list = $("results");
+  list.replaceChildren();
+  results.forEach((r, i) => {
+    const li = document.createElement("li");
+    li.className = i === chosen ? "chosen" : "";
+    li.dataset.index = i;
+    const best = document.createElement("div");
+    best.className = "best";
+    best.textContent = r.translation;
+    const src = document.createElement("div");
+    src.className = "src";
+    src.textContent = r.source;
+    li.append(best, src);
+    if (r.nbest.length > 1) {
+      const alts = document.createElement("ol");
+      alts.className = "alts";
+      r.nbest.forEach((alt) => {
+        const a = document.createElement("li");
+        a.textContent = alt.translation;
+        const s = document.createElement("span");
+        s.className = "score";
+        s.textContent = alt.score === null ? "" : alt.score.toFixed(3);
+        a.append(s);
+        alts.append(a);
+      });
+      li.append(alts);
+    }
+    li.addEventListener("click", () => { chosen = i; renderResults(); renderAttention(); });
+    list.append(li);
+  });
+}
+
+function fillSelect(select, options, keep) {
+  const previous = select.value;
+  select.replaceChildren(...options.map(([value, label]) => new Option(label, value)));
+  if (keep && options.some(([v]) => v === previous)) select.value = previous;
+}
+
+function renderAttention() {
+  const r = results[chosen];
+  const att = r && r.attention;
+  if (!att || !att.layers.length) { $("attention-section").hidden = true; return; }
+  $("attention-section").hidden = false;
+  $("attention-title").textContent = r.translation;
+  const nLayers = att.layers.length, nHeads = att.layers[0].length;
+  fillSelect($("layer"), att.layers.map((_, i) => [String(i), `${i + 1} of ${nLayers}`]), true);
+  if (!$("layer").dataset.set) { $("layer").value = String(nLayers - 1); $("layer").dataset.set = "1"; }
+  fillSelect($("head"), [["mean", "mean over heads"], ...att.layers[0].map((_, h) => [String(h), `head ${h + 1}`])], true);
+  const layer = Number($("layer").value), head = $("head").value;
+  const weights = head === "mean" ? att.mean[layer] : att.layers[layer][Number(head)];  // (T, S)
+  const table = $("heatmap");
+  table.replaceChildren();
+  const thead = table.createTHead().insertRow();
+  thead.append(document.createElement("th"));
+  att.src_pieces.forEach((p) => { const th = document.createElement("th"); th.textContent = p; thead.append(th); });
+  const tbody = table.createTBody();
+  att.tgt_pieces.forEach((p, t) => {
+    const row = tbody.insertRow();
+    const th = document.createElement("th");
+    th.textContent = p;
+    row.append(th);
+    weights[t].forEach((w, s) => {
+      const td = row.insertCell();
+      td.className = "cell";
+      td.style.background = `rgba(31, 95, 191, ${w.toFixed(3)})`;
+      td.title = `${p} → ${att.src_pieces[s]}: ${w.toFixed(3)}`;
+    });
+    row.addEventListener("mouseenter", () => highlight(row, weights[t]));
+    row.addEventListener("mouseleave", () => highlight(null, null));
+  });
+}
+
+// Hovering a target piece highlights the source pieces it attends to.
+function highlight(row, w) {
+  const table = $("heatmap");
+  table.querySelectorAll("tr.hover").forEach((r) => r.classList.remove("hover"));
+  const heads = table.tHead.rows[0].cells;
+  for (let s = 1; s < heads.length; s++) {
+    heads[s].classList.toggle("lit", !!w && w[s - 1] > 0.5);  // white text only on dark cells
+    heads[s].style.background = w ? `rgba(31, 95, 191, ${w[s - 1].toFixed(3)})` : "";
+  }
+  if (row) row.classList.add("hover");
+}
+
+$("translate").addEventListener("click", translate);
+$("layer").addEventListener("change", renderAttention);
+$("head").addEventListener("change", renderAttention);
+$("source").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) translate(); });
+loadModelInfo();
