@@ -139,7 +139,7 @@ def cmd_prepare(a: argparse.Namespace) -> None:
 
 def _lines(a: argparse.Namespace):
     """Yield ``(first line number, chunk of input lines)``: arguments, a file, or stdin (line by
-    line when interactive). Lines are split on ``\n`` only, as ``wc -l`` counts them. A file is
+    line when interactive). Lines are split on ``\\n`` only, as ``wc -l`` counts them. A file is
     read and decoded whole before anything is translated, so a bad byte stops the command at
     once, naming its line; stdin is decoded chunk by chunk, so what was translated before a bad
     line has already been written."""

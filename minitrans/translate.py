@@ -137,7 +137,8 @@ class Translator:
 
     def _result(self, source: str, src_row: torch.Tensor, hyps: list[Hypothesis], truncated: bool,
                 attention: bool) -> Translation:
-        texts = self.tokenizer.decode([h.tokens for h in hyps])
+        # Byte-fallback pieces could spell a line break: outputs stay one line each, always.
+        texts = [clean(t) for t in self.tokenizer.decode([h.tokens for h in hyps])]
         best = hyps[0]
         result = Translation(source, texts[0], best.score, list(zip(texts, (h.score for h in hyps))),
                              truncated=truncated)

@@ -325,3 +325,19 @@ def test_17_missing_src_is_not_about_the_data_directory(capsys, tmp_path, traine
 def test_debug_shows_the_traceback(tmp_path):
     with pytest.raises(MinitransError):
         cli.main(["translate", "-c", str(tmp_path / "missing.ckpt"), "hi", "--debug"])
+
+
+def test_an_output_never_spans_two_lines(trained_checkpoint, monkeypatch):
+    """Even if the model spells a line break with byte-fallback pieces, the output is one line."""
+    translator = Translator.from_checkpoint(trained_checkpoint)
+    newline_piece = translator.tokenizer.sp.piece_to_id("<0x0A>")
+    assert translator.tokenizer.sp.is_byte(newline_piece)
+    from minitrans import translate as translate_module
+    from minitrans.search import Hypothesis
+
+    def fake_beam(model, src, *args, **kwargs):
+        return [[Hypothesis([newline_piece, newline_piece], -1.0, -1.0)] for _ in range(src.size(0))]
+
+    monkeypatch.setattr(translate_module, "beam_search", fake_beam)
+    out = translator.translate(["The cat eats.", "The dog sees a book."], beam_size=2)
+    assert all("\n" not in o for o in out) and len(out) == 2
