@@ -70,6 +70,18 @@ def check_writable(path: str | os.PathLike, flag: str) -> Path:
     return path
 
 
+def check_writable_folder(path: str | os.PathLike, flag: str) -> Path:
+    """Fail before any long work if folder ``path`` cannot be created or written: its nearest
+    existing ancestor must be a writable folder."""
+    folder = Path(path)
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise UsageError(f"{flag} {path}: {existing} is a file, not a folder; choose another path.")
+    if not os.access(existing, os.W_OK):
+        raise UsageError(f"{flag} {path} is not writable; choose another folder.")
+    return folder
+
+
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     """Whether two paths name the same existing file (or the same not-yet-existing path)."""
     a, b = Path(a), Path(b)

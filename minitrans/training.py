@@ -14,10 +14,10 @@ from functools import partial
 from typing import Any, Literal
 
 import lightning as L
-from lightning.pytorch.plugins.io import TorchCheckpointIO
 import sacrebleu
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from minitrans import __version__
 from minitrans.batching import Batch
@@ -26,7 +26,7 @@ from minitrans.config import ModelConfig
 from minitrans.errors import ConfigError
 from minitrans.evaluate import reference_streams
 from minitrans.schedule import cosine, inverse_sqrt
-from minitrans.search import greedy_search
+from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, greedy_search
 from minitrans.tokenizer import PAD_ID, Tokenizer
 from minitrans.transformer import Transformer
 
@@ -96,8 +96,8 @@ class TranslationModule(L.LightningModule):
         betas: tuple[float, float] = (0.9, 0.98),
         eps: float = 1e-9,
         val_bleu: bool = True,
-        max_len_a: float = 1.5,
-        max_len_b: int = 10,
+        max_len_a: float = DEFAULT_MAX_LEN_A,
+        max_len_b: int = DEFAULT_MAX_LEN_B,
     ) -> None:
         super().__init__()
         if isinstance(config, dict):  # rebuilt from a checkpoint's hyper_parameters
@@ -232,12 +232,13 @@ class TranslationModule(L.LightningModule):
             checkpoint["datamodule_hyper_parameters"] = dict(checkpoint["datamodule_hyper_parameters"])
         if self.tokenizer is None:
             raise RuntimeError("TranslationModule has no tokenizer: train it with TranslationDataModule.")
+        fingerprint = self.tokenizer.fingerprint()
         checkpoint["minitrans"] = {
             "version": __version__,
             "model_config": self.config.to_dict(),
             "tokenizer": self.tokenizer.to_tensor(),
-            "tokenizer_fingerprint": self.tokenizer.fingerprint(),
-            "tokenizer_binding": tokenizer_binding(self.tokenizer.fingerprint()["sha256"], checkpoint["state_dict"]),
+            "tokenizer_fingerprint": fingerprint,
+            "tokenizer_binding": tokenizer_binding(fingerprint["sha256"], checkpoint["state_dict"]),
             "data": {**{k: v for k, v in self._data_hparams.items() if isinstance(v, (str, int, float, bool, type(None)))},
                      **({"corpora": [dict(c) for c in self._data_hparams["corpora"]]}
                         if self._data_hparams.get("corpora") else {})},
