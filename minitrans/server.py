@@ -17,6 +17,7 @@ training (tested).
 
 # No `from __future__ import annotations`: FastAPI reads the request model's annotation at run time.
 import asyncio
+import collections
 import logging
 import math
 import queue
@@ -82,6 +83,7 @@ class BatchingWorker:
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._pending = 0  # sentences queued or decoding
         self._lock = threading.Lock()
+        self._held: collections.deque[_Job] = collections.deque()  # gathered past, not yet decoded
         self._thread = threading.Thread(target=self._run, name="minitrans-decoder", daemon=True)
         self._thread.start()
 
@@ -104,18 +106,27 @@ class BatchingWorker:
         self._jobs.put(None)
         self._thread.join(timeout)
 
+    def _next(self, timeout: float | None = None) -> _Job | None:
+        """The oldest job: held-back jobs first, then the queue (``queue.Empty`` on timeout)."""
+        if self._held:
+            return self._held.popleft()
+        if timeout is None:
+            return self._jobs.get()
+        return self._jobs.get(timeout=timeout) if timeout > 0 else self._jobs.get_nowait()
+
     def _gather(self, first: _Job) -> tuple[list[_Job], bool]:
         """``first`` plus the jobs with the same settings that arrive within the wait, up to
-        the sentence budget. Returns (jobs, stop requested)."""
-        jobs, held, n = [first], [], len(first.sentences)
+        the sentence budget. Jobs with other settings (or over the budget) are held back, in
+        arrival order, ahead of anything newer. Returns (jobs, stop requested)."""
+        jobs, n = [first], len(first.sentences)
         if not self.settings.batching:
             return jobs, False
         deadline = time.perf_counter() + self.settings.batch_wait_ms / 1000
+        skipped: list[_Job] = []
         stop = False
         while n < self.settings.batch_sentences:
-            remaining = deadline - time.perf_counter()
             try:
-                job = self._jobs.get(timeout=max(remaining, 0)) if remaining > 0 else self._jobs.get_nowait()
+                job = self._next(deadline - time.perf_counter())
             except queue.Empty:
                 break
             if job is None:
@@ -125,17 +136,16 @@ class BatchingWorker:
                 jobs.append(job)
                 n += len(job.sentences)
             else:
-                held.append(job)
-        for job in held:  # other settings or over budget: first in line for the next batch
-            self._jobs.put(job)
+                skipped.append(job)
+        self._held.extendleft(reversed(skipped))
         return jobs, stop
 
     def _run(self) -> None:
         stop = False
         while True:
-            if stop and self._jobs.empty():
+            if stop and not self._held and self._jobs.empty():
                 return
-            first = self._jobs.get()
+            first = self._next()
             if first is None:
                 stop = True
                 continue

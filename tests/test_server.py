@@ -274,3 +274,21 @@ def test_serve_flags_are_checked_before_loading(capsys, tmp_path, flags, what):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["serve", "-c", str(tmp_path / "missing.ckpt"), *flags])
     assert exit_info.value.code == 2 and what in capsys.readouterr().err
+
+
+def test_jobs_with_other_settings_wait_in_arrival_order(translator):
+    """Gathering skips jobs whose settings differ; they are decoded next, before newer jobs."""
+    from minitrans.server import _Job
+
+    worker = BatchingWorker(translator, ServerSettings(batch_wait_ms=0))
+    worker.stop()  # the thread is gone: drive the gathering by hand
+
+    def job(name, key):
+        return _Job([name], key, None, None)
+
+    for name, key in [("a", 1), ("b", 2), ("c", 1)]:
+        worker._jobs.put(job(name, key))
+    gathered, stop = worker._gather(job("z", 1))
+    assert [j.sentences[0] for j in gathered] == ["z", "a", "c"] and not stop
+    worker._jobs.put(job("d", 2))
+    assert [worker._next().sentences[0] for _ in range(2)] == ["b", "d"]
