@@ -1,14 +1,15 @@
-"""Process-wide settings that make PyTorch on CPU faster, applied once by the ``minitrans`` command.
+"""An opt-in allocator setting for PyTorch on CPU (``MINITRANS_MALLOC=tuned``).
 
-**The allocator.** glibc's ``malloc`` serves large blocks (the (tokens × vocabulary) logits,
-their gradients, activations) with ``mmap`` and returns them to the kernel on ``free``, so
-every training step maps fresh pages and takes ~100k page faults per second of training, each
-zero-filled by the kernel: 133 of 1,195 CPU seconds of a 10-minute training run were system
-time. Keeping freed memory in the heap (``M_MMAP_MAX = 0``, a 1 GiB trim threshold) removes
-that: 9 of 1,225 CPU seconds in the next 10-minute run, and the step rate rose by a median 1.14x
-over four alternated benchmark pairs (0.96-1.47x on this noisy machine; README, Speed), for
-~17% more peak resident memory (4.0 vs 3.4 GiB). Set ``MINITRANS_MALLOC=default`` to keep glibc's behaviour; other C
-libraries are left alone.
+glibc's ``malloc`` serves large blocks (the (tokens × vocabulary) logits, their gradients,
+activations) with ``mmap`` and returns them to the kernel on ``free``, so every training step
+maps fresh pages: 58 million minor page faults and 133 of 1,195 CPU seconds in the kernel in a
+10-minute training run. Keeping freed memory in the heap (``M_MMAP_MAX = 0``, a 1 GiB trim
+threshold) removes the system time, but the step rate did not follow: six alternated pairs of
+``scripts/benchmark_train.py --settings "bf16 explicit" --steps 30 --allocator {default,tuned}``
+gave 0.94-1.24x, median 1.02x (system CPU 5-6 s -> 1 s per 30 steps, user CPU up by about as
+much), for ~17% more peak memory (4.0 vs 3.4 GiB in 10-minute runs). So it is off unless asked
+for; the ``minitrans`` command applies it when ``MINITRANS_MALLOC=tuned``. Other C libraries
+are left alone.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_MAX = -1, -2, -4
 _applied = False
 
 
-def tune_allocator() -> bool:
-    """Keep freed memory in glibc's heap instead of unmapping it; returns whether it applied."""
+def tune_allocator(force: bool = False) -> bool:
+    """Keep freed memory in glibc's heap instead of unmapping it, when ``force`` or
+    ``MINITRANS_MALLOC=tuned``; returns whether the setting is in force."""
     global _applied
     if _applied:
         return True
-    if not sys.platform.startswith("linux") or os.environ.get("MINITRANS_MALLOC", "").lower() == "default":
+    wanted = force or os.environ.get("MINITRANS_MALLOC", "").lower() == "tuned"
+    if not wanted or not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
@@ -40,5 +43,5 @@ def tune_allocator() -> bool:
     ok = all(mallopt(param, value) == 1 for param, value in
              ((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 1 << 30), (M_TOP_PAD, 64 << 20)))
     _applied = ok
-    log.debug("glibc allocator tuned for PyTorch: %s", ok)
+    log.debug("glibc allocator tuned: %s", ok)
     return ok

@@ -41,14 +41,14 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=2500)
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of: " + ", ".join(SETTINGS))
     parser.add_argument("--allocator", choices=["default", "tuned"], default="default",
-                        help="glibc malloc as it is, or as the minitrans command tunes it (minitrans.runtime)")
+                        help="glibc malloc as it is, or as MINITRANS_MALLOC=tuned sets it (minitrans.runtime)")
     parser.add_argument("--profile", action="store_true",
                         help="also print torch.profiler's top operators for each setting")
     args = parser.parse_args()
     if args.allocator == "tuned":
         from minitrans.runtime import tune_allocator
 
-        print("allocator tuned:", tune_allocator())
+        print("allocator tuned:", tune_allocator(force=True))
     dm = TranslationDataModule("multi30k", vocab_size=args.vocab_size, max_tokens=args.max_tokens)
     dm.prepare_data()
     dm.setup("fit")
