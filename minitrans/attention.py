@@ -53,6 +53,12 @@ def scaled_dot_product_attention(
     return torch.matmul(weights, v), weights  # (..., L_q, d_v), (..., L_q, L_k)
 
 
+def _ungroup(x: Tensor, beams: int, t: int) -> Tensor:
+    """(B/K, H, K*T, X) -> (B, H, T, X): per-sentence results back to one row per beam."""
+    n, h, _, last = x.shape
+    return x.view(n, h, beams, t, last).transpose(1, 2).reshape(n * beams, h, t, last)
+
+
 class MultiHeadAttention(nn.Module):
     """``MultiHead(Q, K, V) = Concat(head_1..head_h) W^O`` (paper, section 3.2.2).
 
@@ -85,10 +91,41 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+        self._stacked: tuple | None = None  # inference-only stacked Q/K/V weights (never saved)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         b, length, _ = x.shape
         return x.view(b, length, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, L, Dh)
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values split into heads: (B, H, T, Dh), (B, H, L, Dh), (B, H, L, Dh).
+
+        When no gradient is needed, self-attention (one input for all three) runs one
+        matrix product with the three weight matrices stacked, instead of three.
+        """
+        if query is key is value and not torch.is_grad_enabled() and self._plain_projections():
+            weight, bias = self._stacked_qkv()
+            q, k, v = F.linear(query, weight, bias).chunk(3, dim=-1)  # (B, T, D) each
+        else:
+            q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)
+        return self._split_heads(q), self._split_heads(k), self._split_heads(v)
+
+    def _plain_projections(self) -> bool:
+        """Whether Q/K/V are ordinary Linear layers (not quantised ones, whose weights cannot
+        simply be stacked)."""
+        return all(type(getattr(m, "weight", None)) in (torch.Tensor, nn.Parameter)
+                   for m in (self.q_proj, self.k_proj, self.v_proj))
+
+    def _stacked_qkv(self) -> tuple[Tensor, Tensor]:
+        """``[W_q; W_k; W_v]`` (3D, D) and their biases, rebuilt only when a weight changes."""
+        parts = (self.q_proj, self.k_proj, self.v_proj)
+        key = tuple((p.data_ptr(), p._version) for m in parts for p in (m.weight, m.bias))
+        if self._stacked is None or self._stacked[0] != key:
+            with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, usable outside inference mode
+                weight = torch.cat([m.weight for m in parts])
+                bias = torch.cat([m.bias for m in parts])
+            self._stacked = (key, weight, bias)
+        return self._stacked[1], self._stacked[2]
 
     def forward(
         self,
@@ -116,17 +153,21 @@ class MultiHeadAttention(nn.Module):
             ``(output (B, T, D), weights (B, H, T, L_total) or None)``.
         """
         b, t, d = query.shape
-        q = self._split_heads(self.q_proj(query))  # (B, H, T, Dh)
+        beams = 1
         if cache is not None and cache.static and cache.key is not None:
-            k, v = cache.key, cache.value  # (B, H, L, Dh), computed at an earlier step
+            k, v = cache.key, cache.value  # (B', H, S, Dh), computed at an earlier step
+            beams = cache.beams
+            q = self._split_heads(self.q_proj(query))  # (B, H, T, Dh)
         else:
-            k = self._split_heads(self.k_proj(key))  # (B, H, L, Dh)
-            v = self._split_heads(self.v_proj(value))  # (B, H, L, Dh)
-            if cache is not None:
-                if not cache.static and cache.key is not None:
-                    k = torch.cat([cache.key, k], dim=2)  # (B, H, L_cached + L, Dh)
-                    v = torch.cat([cache.value, v], dim=2)
-                cache.key, cache.value = k, v
+            q, k, v = self._project(query, key, value)  # (B, H, T, Dh), (B', H, L, Dh) twice
+            if cache is not None and cache.static:
+                cache.store(k, v)
+                beams = cache.beams
+            elif cache is not None:
+                k, v = cache.append(k, v)  # (B, H, L_cached + L, Dh)
+        if beams > 1:  # the K beams of a sentence query its one key row together
+            q = q.view(b // beams, beams, self.n_heads, t, self.d_k).transpose(1, 2)  # (B/K, H, K, T, Dh)
+            q = q.reshape(b // beams, self.n_heads, beams * t, self.d_k)  # (B/K, H, K*T, Dh)
         p = self.dropout if self.training else 0.0
         fused = self.use_fused if self.use_fused is not None else query.device.type != "cpu"
         if need_weights or not fused:
@@ -135,5 +176,8 @@ class MultiHeadAttention(nn.Module):
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
             weights = None
+        if beams > 1:  # back to one row per beam: (B/K, H, K*T, ·) -> (B, H, T, ·)
+            out = _ungroup(out, beams, t)
+            weights = _ungroup(weights, beams, t) if weights is not None else None
         out = out.transpose(1, 2).reshape(b, t, d)  # (B, T, D)
         return self.out_proj(out), weights

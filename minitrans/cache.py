@@ -4,9 +4,14 @@ During generation the decoder sees one new target token per step. Recomputing th
 and values of the whole prefix at every step costs O(T²) projections; caching them costs
 O(T). Two kinds of attention are cached differently:
 
-* self-attention keys/values **grow** by one position per step;
+* self-attention keys/values **grow** by one position per step. They live in a buffer
+  allocated once for the longest output of the batch and written in place, so a step
+  costs one copy of the prefix (the beam reorder), not two (reorder, then ``torch.cat``);
 * cross-attention keys/values depend only on the encoder output (``memory``), so they
-  are computed once per batch and are **static**.
+  are computed once per batch and are **static**. In beam search the K beams of a
+  sentence share them: the cache holds one row per *sentence*, the K beam queries attend
+  to it together, and a beam reorder does not touch it (only a sentence that finishes
+  and leaves the batch does).
 
 A cache lives exactly as long as one search call: :meth:`Transformer.init_cache` makes
 it, search code :meth:`DecoderCache.select`s rows when beams are reordered or finished
@@ -17,26 +22,72 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 
-@dataclass
 class AttentionCache:
-    """Keys and values of one attention module, each (B, H, L, Dh), or None before use."""
+    """Keys and values of one attention module, each (rows, H, L, Dh).
 
-    static: bool
-    key: Tensor | None = None
-    value: Tensor | None = None
+    Args:
+        static: Cross-attention (filled once) rather than self-attention (grows).
+        capacity: Positions to allocate for a growing cache up front (it doubles if
+            outgrown; 0 = the size of the first append).
+        beams: Query rows per key row of a static cache (the beam size when the beams of a
+            sentence share its source); 1 otherwise.
+    """
+
+    def __init__(self, static: bool, capacity: int = 0, beams: int = 1) -> None:
+        self.static, self.capacity, self.beams = static, capacity, beams
+        self.length = 0  # positions held
+        self._key: Tensor | None = None  # (rows, H, capacity, Dh); the first `length` positions hold data
+        self._value: Tensor | None = None
 
     @property
-    def length(self) -> int:
-        return 0 if self.key is None else self.key.size(2)
+    def key(self) -> Tensor | None:
+        """(rows, H, length, Dh), or None before first use (a view into the buffer)."""
+        if self._key is None or self.static:  # a static cache holds exactly its keys
+            return self._key
+        return self._key[:, :, :self.length]
+
+    @property
+    def value(self) -> Tensor | None:
+        if self._value is None or self.static:
+            return self._value
+        return self._value[:, :, :self.length]
+
+    def store(self, key: Tensor, value: Tensor) -> None:
+        """Fill a static cache: ``key``/``value`` (rows, H, S, Dh)."""
+        self._key, self._value, self.length = key, value, key.size(2)
+
+    def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Add T positions, (rows, H, T, Dh) each; returns all keys and values held."""
+        rows, heads, t, dh = key.shape
+        if self._key is None or self.length + t > self._key.size(2):
+            size = max(self.capacity, t, 2 * self.length + t)  # first use, or outgrown: double
+            new_key, new_value = key.new_empty(rows, heads, size, dh), value.new_empty(rows, heads, size, dh)
+            if self.length:
+                new_key[:, :, :self.length] = self.key
+                new_value[:, :, :self.length] = self.value
+            self._key, self._value = new_key, new_value
+        self._key[:, :, self.length:self.length + t] = key
+        self._value[:, :, self.length:self.length + t] = value
+        self.length += t
+        return self.key, self.value  # type: ignore[return-value]
 
     def select(self, index: Tensor) -> None:
-        """Keep rows ``index`` of the batch (beam reordering, finished sentences)."""
-        if self.key is not None:
-            self.key = self.key.index_select(0, index)
-            self.value = self.value.index_select(0, index)
+        """Keep rows ``index`` (a LongTensor) of the batch, in that order."""
+        if self._key is None:
+            return
+        if self.static:
+            self._key, self._value = self._key.index_select(0, index), self._value.index_select(0, index)
+            return
+        # Copy only the filled positions, straight into a fresh buffer of the same capacity.
+        shape = (index.numel(), *self._key.shape[1:])
+        new_key, new_value = self._key.new_empty(shape), self._value.new_empty(shape)
+        torch.index_select(self.key, 0, index, out=new_key[:, :, :self.length])
+        torch.index_select(self.value, 0, index, out=new_value[:, :, :self.length])
+        self._key, self._value = new_key, new_value
 
 
 @dataclass
@@ -54,20 +105,31 @@ class DecoderCache:
     layers: list[LayerCache]
 
     @classmethod
-    def empty(cls, n_layers: int) -> "DecoderCache":
-        return cls([LayerCache() for _ in range(n_layers)])
+    def empty(cls, n_layers: int, capacity: int = 0, beams: int = 1) -> "DecoderCache":
+        """Caches for ``n_layers`` layers; see :class:`AttentionCache` for ``capacity`` and ``beams``."""
+        return cls([LayerCache(AttentionCache(False, capacity), AttentionCache(True, beams=beams))
+                    for _ in range(n_layers)])
 
     @property
     def length(self) -> int:
         """How many target positions are already cached (the next position's index)."""
         return self.layers[0].self_attn.length if self.layers else 0
 
-    def select(self, index: Tensor) -> None:
-        """Keep (and reorder) batch rows: ``index`` is a LongTensor of row numbers.
+    def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        """Keep (and reorder) batch rows.
 
-        Beam search calls this with each new beam's origin, fairseq's
-        ``reorder_incremental_state``; it also drops finished sentences.
+        Args:
+            rows: Rows of the self-attention caches to keep, in their new order: each new
+                beam's origin (fairseq's ``reorder_incremental_state``), without the rows
+                of finished sentences.
+            sentences: Rows of the cross-attention caches to keep. With one beam per
+                sentence (greedy) they are ``rows``; with shared beams, pass the kept
+                sentences when some leave the batch, and None when only beams reorder.
         """
+        beams = self.layers[0].cross_attn.beams if self.layers else 1
+        if sentences is None and beams == 1:
+            sentences = rows
         for layer in self.layers:
-            layer.self_attn.select(index)
-            layer.cross_attn.select(index)
+            layer.self_attn.select(rows)
+            if sentences is not None:
+                layer.cross_attn.select(sentences)

@@ -1,9 +1,13 @@
 """Greedy and beam search, batched over sentences (and beams), driven through the KV cache.
 
-Pure functions of a :class:`~minitrans.transformer.Transformer` and source ids. Each batch
-is encoded once; the cross-attention keys/values are computed at the first step and kept in
-the cache; every later step feeds only the newest token. A sentence leaves the batch as soon
-as it is finished (all its beams done), so finished sentences stop costing compute.
+Pure functions of a :class:`~minitrans.transformer.Transformer` (or an
+:class:`~minitrans.ensemble.Ensemble`) and source ids. Each batch is encoded once; the
+cross-attention keys/values are computed at the first step, once per sentence (its beams
+share them), and kept in the cache; every later step feeds only the newest token. A sentence
+leaves the batch as soon as it is finished (all its beams done), so finished sentences stop
+costing compute. The bookkeeping (which sentence is where, which reached its length limit,
+which has its ``beam`` hypotheses) lives in Python lists, so a step asks the tensors for
+one small result (the finished hypotheses) instead of one per sentence.
 
 Beam search follows fairseq's scheme: keep ``beam`` live hypotheses per sentence, look at
 the best ``2 × beam`` extensions, finalise those ending in eos that rank among the first
@@ -62,34 +66,76 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
 
 def max_output_lengths(src: Tensor, a: float, b: int, limit: int, pad_id: int = PAD_ID) -> Tensor:
     """Per-sentence maximum output length ``a · src_len + b`` (eos included), capped at ``limit``."""
-    src_len = (src != pad_id).sum(1)  # (B,)
-    return (a * src_len.float() + b).long().clamp(1, limit)
+    return length_limits((src != pad_id).sum(1), a, b, limit)  # (B,)
+
+
+def length_limits(src_lengths: Tensor, a: float, b: int, limit: int) -> Tensor:
+    """``a · src_len + b`` for source lengths (eos included), between 1 and ``limit``."""
+    return (a * src_lengths.float() + b).long().clamp(1, limit)
 
 
 class _Stepper:
-    """One step of the decoder for the rows still in the batch, with or without a cache."""
+    """One step of the decoder for the rows still in the batch, with or without a cache.
 
-    def __init__(self, model, memory: Tensor, src_mask: Tensor, use_cache: bool) -> None:
-        self.model, self.memory, self.src_mask = model, memory, src_mask
-        self.cache = model.init_cache() if use_cache else None
+    ``memory`` and ``src_mask`` have one row per sentence. With the cache, the ``beams``
+    rows of a sentence share its cross-attention keys/values; without it (the reference
+    the cache is tested against) they are repeated per beam and the prefix is recomputed.
+    """
 
-    def log_probs(self, prefix: Tensor) -> Tensor:
-        """Prefix ids (N, t) -> log-probabilities of the next token (N, V), in float32."""
+    def __init__(self, model, memory: Tensor, src_mask: Tensor, use_cache: bool, beams: int = 1,
+                 capacity: int = 0) -> None:
+        self.model = model
+        if use_cache:
+            self.cache = model.init_cache(capacity, beams)
+        else:
+            self.cache = None
+            rows = torch.arange(src_mask.size(0), device=src_mask.device).repeat_interleave(beams)
+            memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)
+        self.memory, self.src_mask, self.beams = memory, src_mask, beams
+
+    def top(self, prefix: Tensor, n: int, limited: list[int]) -> tuple[Tensor, Tensor]:
+        """The ``n`` most likely next tokens of each row and their log-probabilities.
+
+        Args:
+            prefix: Prefix ids (R, t): R = sentences × beams.
+            n: How many tokens per row.
+            limited: Sentences (indices of ``R / beams`` groups) at their length limit: eos
+                is their only continuation, at log-probability 0.
+
+        Returns:
+            ``(log-probabilities (R, n), token ids (R, n))``, best first, in float32.
+            ``<pad>`` and ``<s>`` are never proposed; their probability stays in the
+            normaliser (log p = logit - logsumexp over the whole vocabulary), as when they
+            are masked after a log-softmax. Only the normaliser and the top ``n`` are
+            computed: no (R, V) log-probability table is written.
+        """
         if self.cache is not None:
             logits = self.model.decode(self.memory, self.src_mask, prefix[:, -1:], self.cache)
-        else:  # recompute the whole prefix: the reference the cache is tested against
+        else:  # recompute the whole prefix
             logits = self.model.decode(self.memory, self.src_mask, prefix)
-        lp = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (N, V)
-        lp[:, self.model.config.pad_id] = float("-inf")
-        lp[:, BOS_ID] = float("-inf")
-        return lp
+        logits = logits[:, -1].float()  # (R, V)
+        norm = torch.logsumexp(logits, dim=-1, keepdim=True)  # (R, 1)
+        logits[:, [self.model.config.pad_id, BOS_ID]] = float("-inf")
+        if limited:
+            rows = torch.tensor(limited, device=logits.device)
+            only_eos = torch.full((logits.size(1),), float("-inf"), device=logits.device)
+            only_eos[EOS_ID] = 0.0
+            logits.view(-1, self.beams, logits.size(1))[rows] = only_eos
+            norm.view(-1, self.beams)[rows] = 0.0
+        values, ids = logits.topk(min(n, logits.size(1)), dim=-1)  # (R, n)
+        return values - norm, ids
 
-    def select(self, rows: Tensor) -> None:
-        """Keep (and reorder) rows of the batch."""
-        self.memory = self.memory.index_select(0, rows)
-        self.src_mask = self.src_mask.index_select(0, rows)
-        if self.cache is not None:
-            self.cache.select(rows)
+    def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        """Keep (and reorder) beam rows ``rows``; ``sentences``: the sentence rows kept when
+        some left the batch (None: all stay)."""
+        if self.cache is None:  # memory is repeated per beam row
+            self.memory, self.src_mask = self.memory.index_select(0, rows), self.src_mask.index_select(0, rows)
+            return
+        if sentences is None and self.beams == 1:  # one row per sentence: rows are sentences
+            sentences = rows
+        self.cache.select(rows, sentences)
+        if sentences is not None:
+            self.memory, self.src_mask = self.memory.index_select(0, sentences), self.src_mask.index_select(0, sentences)
 
 
 @torch.no_grad()
@@ -107,29 +153,27 @@ def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_
         One :class:`Hypothesis` per sentence, in input order.
     """
     b = src.size(0)
-    limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1, model.config.pad_id)
+    limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1, model.config.pad_id).tolist()
     src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
-    step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache)
-    alive = torch.arange(b, device=src.device)  # original row of each batch row
+    step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache, capacity=max(limits) + 1)
+    alive = list(range(b))  # original row of each batch row (bookkeeping on the host: no per-row syncs)
     prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=src.device)
     logprob = torch.zeros(b, device=src.device)
     results: list[Hypothesis | None] = [None] * b
-    for t in range(int(limits.max())):
-        lp = step.log_probs(prefix)  # (N, V)
-        at_limit = limits[alive] == t + 1
-        lp[at_limit] = torch.where(torch.arange(lp.size(1), device=lp.device) == EOS_ID, 0.0, float("-inf"))
-        best_lp, best = lp.max(-1)  # (N,)
-        logprob += best_lp
+    for t in range(max(limits)):
+        values, ids = step.top(prefix, 1, [i for i, s in enumerate(alive) if limits[s] == t + 1])  # (N, 1) each
+        best = ids[:, 0]  # (N,)
+        logprob += values[:, 0]
         prefix = torch.cat([prefix, best[:, None]], 1)  # (N, t + 2)
-        done = best == EOS_ID
-        for row in done.nonzero().flatten().tolist():
-            score = logprob[row].item()
-            results[alive[row]] = Hypothesis(prefix[row, 1:-1].tolist(), score, score)
-        if done.all():
-            break
-        if done.any():
-            keep = (~done).nonzero().flatten()
-            alive, prefix, logprob = alive[keep], prefix[keep], logprob[keep]
+        done = (best == EOS_ID).nonzero().flatten()
+        if done.numel():
+            for row, tokens, score in zip(done.tolist(), prefix[done, 1:-1].tolist(), logprob[done].tolist()):
+                results[alive[row]] = Hypothesis(tokens, score, score)
+            if done.numel() == len(alive):
+                break
+            keep = (best != EOS_ID).nonzero().flatten()
+            alive = [alive[i] for i in keep.tolist()]
+            prefix, logprob = prefix[keep], logprob[keep]
             step.select(keep)
     return results  # type: ignore[return-value]
 
@@ -154,52 +198,49 @@ def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float 
     if not 1 <= nbest <= beam_size:
         raise UsageError(f"nbest must lie in 1..beam_size ({beam_size}), got {nbest}.")
     b, k, device = src.size(0), beam_size, src.device
-    limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1, model.config.pad_id)  # (B,)
+    limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1, model.config.pad_id).tolist()
     src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
-    memory = model.encode(src, src_mask)  # (B, S, D)
-    rows = torch.arange(b, device=device).repeat_interleave(k)  # (B*K,) beam rows of each sentence
-    step = _Stepper(model, memory.index_select(0, rows), src_mask.index_select(0, rows), use_cache)
-    alive = torch.arange(b, device=device)  # original index of each sentence still searched
+    step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache, beams=k, capacity=max(limits) + 1)
+    alive = list(range(b))  # original index of each sentence still searched (host-side bookkeeping)
     prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)
     scores = torch.full((b, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # at step 0 all beams are equal: keep one to avoid duplicates
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
-    for t in range(int(limits.max())):
-        n = alive.numel()
-        lp = step.log_probs(prefix)  # (N*K, V)
-        vocab = lp.size(1)
-        at_limit = (limits[alive] == t + 1).repeat_interleave(k)  # (N*K,)
-        lp[at_limit] = torch.where(torch.arange(vocab, device=device) == EOS_ID, 0.0, float("-inf"))
-        cand = (scores[:, :, None] + lp.view(n, k, vocab)).view(n, k * vocab)  # (N, K*V)
-        top_scores, top_idx = cand.topk(2 * k, dim=1)  # (N, 2K)
-        origin, token = top_idx // vocab, top_idx % vocab  # beam each candidate extends; its token
+    for t in range(max(limits)):
+        n = len(alive)
+        # The best 2K extensions of a sentence are among the best 2K of each of its beams.
+        values, ids = step.top(prefix, 2 * k, [i for i, s in enumerate(alive) if limits[s] == t + 1])  # (N*K, C)
+        per_beam = values.size(1)
+        cand = (scores.view(-1, 1) + values).view(n, k * per_beam)  # (N, K*C)
+        top_scores, top_pos = cand.topk(2 * k, dim=1)  # (N, 2K)
+        origin = top_pos // per_beam  # the beam each candidate extends
+        token = ids.view(n, k * per_beam).gather(1, top_pos)  # and its token
         is_eos = (token == EOS_ID) & torch.isfinite(top_scores)
-        # Finalise eos candidates that rank among the first K (fairseq's rule).
-        penalty = length_penalty(t + 1, alpha)
-        for i, j in (is_eos[:, :k]).nonzero().tolist():
-            sent = int(alive[i])
-            if len(finished[sent]) < k:
-                beam_row = i * k + int(origin[i, j])
-                raw = float(top_scores[i, j])
-                finished[sent].append(Hypothesis(prefix[beam_row, 1:].tolist(), raw / penalty, raw))
-        # Continue with the best K candidates that are not eos.
-        rank = torch.arange(2 * k, device=device).expand(n, 2 * k)
-        order = (rank + is_eos.long() * 2 * k).argsort(dim=1)[:, :k]  # (N, K) non-eos first, by score
-        new_scores = top_scores.gather(1, order)  # (N, K)
-        new_origin = origin.gather(1, order)
-        new_token = token.gather(1, order)
-        beam_rows = torch.arange(n, device=device)[:, None] * k + new_origin  # (N, K)
-        done = torch.tensor([len(finished[int(s)]) >= k for s in alive], device=device)
-        done |= limits[alive] <= t + 1  # past its length limit: nothing finite is left to extend
-        if done.all():
+        # Finalise eos candidates that rank among the first K (fairseq's rule), in score order.
+        hits = is_eos[:, :k].nonzero()  # (hits, 2): sentence row, candidate rank
+        if hits.numel():
+            i, j = hits[:, 0], hits[:, 1]
+            raws = top_scores[i, j]
+            tokens = prefix.index_select(0, i * k + origin[i, j])[:, 1:]
+            penalty = length_penalty(t + 1, alpha)
+            for row, hyp_tokens, raw in zip(i.tolist(), tokens.tolist(), raws.tolist()):
+                if len(finished[alive[row]]) < k:
+                    finished[alive[row]].append(Hypothesis(hyp_tokens, raw / penalty, raw))
+        done = [len(finished[s]) >= k or limits[s] <= t + 1 for s in alive]  # past its limit: nothing is left
+        if all(done):
             break
-        if done.any():  # finished sentences leave the batch in the same reorder as the beams
-            keep = (~done).nonzero().flatten()
-            alive, new_scores, new_token, beam_rows = alive[keep], new_scores[keep], new_token[keep], beam_rows[keep]
+        # Continue with the best K candidates that are not eos (a stable sort keeps score order).
+        order = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (N, K)
+        scores, new_origin, new_token = top_scores.gather(1, order), origin.gather(1, order), token.gather(1, order)
+        beam_rows = torch.arange(n, device=device)[:, None] * k + new_origin  # (N, K)
+        sentences = None
+        if any(done):  # finished sentences leave the batch in the same reorder as the beams
+            sentences = torch.tensor([i for i, d in enumerate(done) if not d], device=device)
+            alive = [s for s, d in zip(alive, done) if not d]
+            scores, new_token, beam_rows = scores[sentences], new_token[sentences], beam_rows[sentences]
         beam_rows = beam_rows.view(-1)  # (N'*K,)
         prefix = torch.cat([prefix.index_select(0, beam_rows), new_token.view(-1, 1)], 1)
-        step.select(beam_rows)
-        scores = new_scores
+        step.select(beam_rows, sentences)
     out = []
     for hyps in finished:
         hyps = sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest]

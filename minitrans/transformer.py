@@ -79,8 +79,8 @@ class Transformer(nn.Module):
         """Next-token logits for every target position.
 
         Args:
-            memory: Encoder output (B, S, D).
-            src_mask: (B, 1, 1, S) source padding mask (True = real token).
+            memory: Encoder output (B, S, D); (B/K, S, D) with a cache made for K beams.
+            src_mask: (B, 1, 1, S) source padding mask (True = real token); (B/K, 1, 1, S) likewise.
             tgt_ids: Target ids (B, T): the whole shifted target when teacher forcing, or
                 only the newest position(s) when decoding with ``cache``.
             cache: From :meth:`init_cache`; extended in place by this call.
@@ -116,6 +116,10 @@ class Transformer(nn.Module):
         memory = self.encode(src_ids, src_mask)
         return self.decode(memory, src_mask, tgt_in_ids)
 
-    def init_cache(self) -> DecoderCache:
-        """An empty key/value cache for one incremental-decoding call."""
-        return DecoderCache.empty(len(self.decoder.layers))
+    def init_cache(self, capacity: int = 0, beams: int = 1) -> DecoderCache:
+        """An empty key/value cache for one incremental-decoding call.
+
+        ``capacity``: target positions to allocate up front; ``beams``: target rows per
+        ``memory`` row (beam search passes the encoder output once per sentence).
+        """
+        return DecoderCache.empty(len(self.decoder.layers), capacity, beams)

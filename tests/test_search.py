@@ -86,3 +86,44 @@ def test_length_penalty_form():
     assert length_penalty(7, 1.0) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="nbest"):
         beam_search(None, torch.zeros(1, 2, dtype=torch.long), beam_size=2, nbest=3)
+
+
+@torch.no_grad()
+def reference_beam_search(model, src_row, k, alpha, limit):
+    """fairseq's beam search written plainly for one sentence: every prefix recomputed, the full
+    log-softmax over the vocabulary, candidates sorted in Python. The reference for the batched,
+    cached, top-k-per-beam implementation."""
+    from minitrans.masks import padding_mask
+    from minitrans.tokenizer import BOS_ID
+
+    mask = padding_mask(src_row, 0)
+    memory = model.encode(src_row, mask)
+    beams, finished = [([], 0.0)], []
+    for t in range(limit):
+        candidates = []
+        for b, (tokens, score) in enumerate(beams):
+            logits = model.decode(memory, mask, torch.tensor([[BOS_ID] + tokens]))[0, -1].double()
+            lp = torch.log_softmax(logits, -1)
+            lp[0] = lp[BOS_ID] = float("-inf")
+            if t + 1 == limit:
+                lp = torch.where(torch.arange(lp.numel()) == EOS_ID, 0.0, float("-inf")).double()
+            candidates += [(score + float(lp[v]), b, v) for v in range(lp.numel()) if torch.isfinite(lp[v])]
+        top = sorted(candidates, key=lambda c: -c[0])[: 2 * k]
+        for score, b, v in top[:k]:
+            if v == EOS_ID and len(finished) < k:
+                finished.append((beams[b][0], score / length_penalty(t + 1, alpha)))
+        if len(finished) >= k or t + 1 >= limit:
+            break
+        beams = [(beams[b][0] + [v], score) for score, b, v in top if v != EOS_ID][:k]
+    return sorted(finished, key=lambda f: -f[1])
+
+
+@pytest.mark.parametrize("k,alpha", [(3, 1.0), (4, 0.0)])
+def test_beam_search_equals_a_plain_reference(model, src, k, alpha):
+    limits = max_output_lengths(src, 1.5, 10, model.config.max_len - 1).tolist()
+    ours = beam_search(model, src, beam_size=k, alpha=alpha, nbest=k)
+    for i, hyps in enumerate(ours):
+        row = src[i:i + 1, : int((src[i] != 0).sum())]
+        reference = reference_beam_search(model, row, k, alpha, limits[i])
+        assert [h.tokens for h in hyps] == [tokens for tokens, _ in reference]
+        assert [h.score for h in hyps] == pytest.approx([score for _, score in reference], abs=1e-4)
