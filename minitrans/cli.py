@@ -15,7 +15,6 @@ import contextlib
 import io
 import json
 import logging
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -47,6 +46,12 @@ def _lightning_cli_class():
                 "checkpoint.save_last": True, "checkpoint.filename": "step{step}-bleu{val_bleu:.2f}",
                 "checkpoint.auto_insert_metric_name": False,
             })
+            # The last N validations' weights, for `minitrans average` (off unless save_top_k > 0).
+            parser.add_lightning_class_args(ModelCheckpoint, "recent")
+            parser.set_defaults({
+                "recent.monitor": "step", "recent.mode": "max", "recent.save_top_k": 0,
+                "recent.filename": "recent-step{step}", "recent.auto_insert_metric_name": False,
+            })
             parser.add_lightning_class_args(EarlyStopping, "early_stopping")
             parser.set_defaults({"early_stopping.monitor": "val_bleu", "early_stopping.mode": "max",
                                  "early_stopping.patience": 10})
@@ -69,7 +74,7 @@ def _lightning_cli_class():
             return super()._instantiate_trainer(config, callbacks)
 
         def after_fit(self) -> None:
-            callback = self.trainer.checkpoint_callback
+            callback = next((c for c in self.trainer.checkpoint_callbacks if c.monitor != "step"), None)
             if callback is not None and callback.best_model_path and self.trainer.is_global_zero:
                 best = Path(callback.best_model_path)
                 target = best.with_name("best.ckpt")
@@ -180,7 +185,7 @@ def _check_device(device: str) -> None:
 def cmd_translate(a: argparse.Namespace) -> None:
     """Translate sentences (arguments, --input FILE or stdin) to stdout or --output FILE."""
     from minitrans.search import check_decoding
-    from minitrans.translate import Translator, check_attention_view, plot_attention, plot_path
+    from minitrans.translate import check_attention_view, plot_attention, plot_path
 
     # Everything that can be checked is checked before the model is loaded.
     check_decoding(a.beam, a.alpha, a.nbest)
@@ -194,8 +199,11 @@ def cmd_translate(a: argparse.Namespace) -> None:
                              "Write to another file, then rename it.")
     if a.plot_attention:
         check_writable(plot_path(a.plot_attention), "--plot-attention")
-    translator = Translator.from_checkpoint(a.checkpoint, device=a.device, bf16=a.bf16)
-    check_attention_view(translator.model.config, a.layer, a.head)
+    translator = _load_translator(a.checkpoint, a)
+    if a.plot_attention and (translator.engine.name != "native" or a.ensemble):
+        raise UsageError("--plot-attention needs one native model (a .ckpt, no --ensemble): CTranslate2 and "
+                         "ensembles return no attention weights here.")
+    check_attention_view(translator.config, a.layer, a.head)
     with contextlib.ExitStack() as stack:
         # A file output appears whole when the command succeeds, and never half-written.
         out = stack.enter_context(atomic_output(a.output)) if a.output else sys.stdout
@@ -223,17 +231,29 @@ def cmd_translate(a: argparse.Namespace) -> None:
                     plotted = True
 
 
+def _load_translator(paths: list[str], a: argparse.Namespace):
+    """One model (either engine), or with --ensemble several native checkpoints as one."""
+    from minitrans.translate import Translator
+
+    if len(paths) > 1 and not a.ensemble:
+        raise UsageError(f"{len(paths)} models given: pass --ensemble to decode them as one, or give one.")
+    if a.ensemble:
+        if a.engine == "ctranslate2":
+            raise UsageError("--ensemble runs on the native engine: give .ckpt files without --engine ctranslate2.")
+        return Translator.from_checkpoints(paths, device=a.device, bf16=a.bf16)
+    return Translator.load(paths[0], a.engine, device=a.device, bf16=a.bf16)
+
+
 def cmd_evaluate(a: argparse.Namespace) -> None:
     """Translate a test set with one or more checkpoints and score BLEU and chrF."""
-    from minitrans.checkpoint import load_checkpoint
     from minitrans.evaluate import eval_sets, evaluate_checkpoint, load_eval_data, write_outputs
     from minitrans.search import check_decoding
-    from minitrans.translate import Translator
+    from minitrans.translate import load_metadata
 
     check_decoding(a.beam, a.alpha)
     _check_device(a.device)
     check_writable_folder(a.output_dir, "--output-dir")
-    trained_on = load_checkpoint(a.checkpoint[0])["minitrans"].get("data", {})
+    trained_on = load_metadata(a.checkpoint[0]).get("data", {})
     data_dir = a.data_dir or trained_on.get("data_dir")
     if a.src is not None:
         sets = [(Path(a.src).stem, "files", load_eval_data(None, a.split, a.src, a.ref))]
@@ -251,8 +271,10 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
     stems = [Path(c).stem for c in a.checkpoint]
     if len(set(stems)) < len(stems):  # e.g. two runs' best.ckpt: name outputs by their paths
         stems = [str(Path(c).with_suffix("")).strip("./").replace("/", "_") for c in a.checkpoint]
-    for ckpt, ckpt_stem in zip(a.checkpoint, stems):
-        translator = Translator.from_checkpoint(ckpt, device=a.device, bf16=a.bf16)
+    models = [(" + ".join(a.checkpoint), "ensemble", a.checkpoint)] if a.ensemble else \
+        [(ckpt, stem, [ckpt]) for ckpt, stem in zip(a.checkpoint, stems)]
+    for ckpt, ckpt_stem, paths in models:
+        translator = _load_translator(paths, a)
         for label, dataset, (sources, refs) in sets:
             report, hyps = evaluate_checkpoint(ckpt, sources, refs, a.beam, a.alpha, a.device, translator=translator)
             report.update({"dataset": dataset, "split": a.split if a.src is None else label})
@@ -303,7 +325,18 @@ def cmd_serve(a: argparse.Namespace) -> None:
     settings = ServerSettings(max_sentences=a.max_sentences, max_chars=a.max_chars, max_queue=a.max_queue,
                               batching=not a.no_batching, batch_wait_ms=a.batch_wait_ms, timeout_s=a.timeout,
                               beam=a.beam, alpha=a.alpha)
-    serve(a.checkpoint, a.host, a.port, a.device, a.bf16, settings)
+    serve(a.checkpoint, a.host, a.port, a.device, a.bf16, settings, a.engine)
+
+
+def cmd_export(a: argparse.Namespace) -> None:
+    """Export a checkpoint for a deployment engine (CTranslate2; needs the [ct2] extra)."""
+    from minitrans.export import export_ctranslate2
+
+    if a.format != "ctranslate2":
+        raise UsageError(f"--format must be ctranslate2, got {a.format!r}.")
+    out = export_ctranslate2(a.checkpoint, a.output_dir, a.quantization, a.force)
+    print(f"exported {a.checkpoint} to {out} ({a.quantization}); translate with "
+          f"`minitrans translate --engine ctranslate2 --model {out}`")
 
 
 def cmd_download(a: argparse.Namespace) -> None:
@@ -313,7 +346,14 @@ def cmd_download(a: argparse.Namespace) -> None:
     print(download(a.dataset, a.to))
 
 
+MODEL_HELP = "a .ckpt, or a folder written by `minitrans export` (with --engine ctranslate2)"
+ENSEMBLE_HELP = "decode several checkpoints (same tokenizer) as one model, averaging their probabilities"
+ENGINE_HELP = "native (PyTorch) or ctranslate2 (an exported folder); default: by what the model path is"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from minitrans.engines import ENGINES
+    from minitrans.export import QUANTIZATIONS
     from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
 
     parser = _Parser(prog="minitrans", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -328,7 +368,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("translate", help=cmd_translate.__doc__)
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: lines of --input or stdin)")
-    p.add_argument("--checkpoint", "-c", required=True)
+    p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", action="append", required=True,
+                   help=MODEL_HELP + "; repeat it with --ensemble")
+    p.add_argument("--engine", choices=ENGINES, help=ENGINE_HELP)
+    p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--input", "-i", help="file with one sentence per line")
     p.add_argument("--output", "-o", help="write translations here instead of stdout")
     p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="beam size (1 = greedy)")
@@ -343,7 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", help=cmd_evaluate.__doc__)
-    p.add_argument("--checkpoint", "-c", nargs="+", required=True)
+    p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", nargs="+", required=True, help=MODEL_HELP)
+    p.add_argument("--engine", choices=ENGINES, help=ENGINE_HELP)
+    p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP + " (default: score each)")
     p.add_argument("--dataset", help="multi30k, tatoeba, or a component of the checkpoint's mixture "
                                      "(default for a mixture: every component)")
     p.add_argument("--split", default="test", help="e.g. test_2016_flickr (= test), test_2017_flickr, valid")
@@ -363,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("serve", help=cmd_serve.__doc__)
-    p.add_argument("--checkpoint", "-c", required=True)
+    p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", required=True, help=MODEL_HELP)
+    p.add_argument("--engine", choices=ENGINES, help=ENGINE_HELP)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="default beam size of a request")
@@ -377,6 +423,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-batching", action="store_true", help="decode each request on its own")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds before a request gets 504")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("export", help=cmd_export.__doc__)
+    p.add_argument("checkpoint", help="a .ckpt written by `minitrans train` or `minitrans average`")
+    p.add_argument("output_dir", help="the model folder to write")
+    p.add_argument("--format", default="ctranslate2", help="ctranslate2 (the only format so far)")
+    p.add_argument("--quantization", default="float32", choices=QUANTIZATIONS, help="weight type of the export")
+    p.add_argument("--force", action="store_true", help="replace an existing output folder")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("download", help=cmd_download.__doc__)
     p.add_argument("--dataset", required=True, choices=["multi30k", "tatoeba"])

@@ -105,7 +105,8 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
     hyps = translator.translate(sources, beam_size=beam_size, alpha=alpha)
     seconds = time.perf_counter() - started
     report = {"checkpoint": str(checkpoint), "sentences": len(sources),
-              "decoding": {"beam_size": beam_size, "alpha": alpha, "max_len_a": translator.max_len_a,
+              "decoding": {"engine": translator.engine.name, "beam_size": beam_size, "alpha": alpha,
+                           "max_len_a": translator.max_len_a,
                            "max_len_b": translator.max_len_b, "device": device,
                            "bf16": translator.bf16},
               **score(hyps, refs), "decode_seconds": round(seconds, 2),

@@ -203,11 +203,10 @@ def _finite(x: float) -> float | None:
 
 def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
     """What ``GET /v1/model`` reports."""
-    config = translator.model.config
     data = meta.get("data", {})
     return {"minitrans_version": __version__, "checkpoint_version": meta.get("version"),
-            "model_config": config.to_dict(),
-            "parameters": sum(p.numel() for p in translator.model.parameters()),
+            "engine": translator.engine.name, "model_config": translator.config.to_dict(),
+            "parameters": translator.engine.parameter_count(),
             "vocab_size": translator.tokenizer.vocab_size,
             "training_data": {k: data.get(k) for k in ("dataset", "corpora", "vocab_size") if k in data},
             "validation": meta.get("validation"), "averaged_from": meta.get("averaged_from"),
@@ -293,6 +292,9 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
         if too_long is not None:
             raise HTTPException(413, f"sentence {too_long} has {len(sentences[too_long])} characters; the limit "
                                      f"is {settings.max_chars} (max_chars). Split it into sentences.")
+        if request.attention and info["engine"] != "native":
+            raise HTTPException(422, f"attention weights come from the native engine; this server runs "
+                                     f"{info['engine']}. Ask without attention.")
         key = (request.beam, request.alpha, request.nbest, request.attention)
         worker: BatchingWorker = state["worker"]
         try:
@@ -313,11 +315,11 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
 
 
 def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, device: str = "cpu", bf16: bool = False,
-          settings: ServerSettings | None = None) -> None:
-    """Load the checkpoint and serve it with uvicorn until SIGINT/SIGTERM."""
+          settings: ServerSettings | None = None, engine: str | None = None) -> None:
+    """Load the checkpoint (or exported folder) and serve it with uvicorn until SIGINT/SIGTERM."""
     import uvicorn
 
-    translator = Translator.from_checkpoint(checkpoint, device=device, bf16=bf16)
+    translator = Translator.load(checkpoint, engine, device=device, bf16=bf16)
     app = create_app(translator, settings)
     log.info("serving %s on http://%s:%d", checkpoint, host, port)
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
@@ -110,7 +111,7 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
             os.kill(int(pid), 0)
         except ProcessLookupError:
             with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+                shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
             removed.append(tmp)
         except PermissionError:  # another user's live process
             pass
@@ -138,6 +139,33 @@ def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]:
+    """A temporary folder beside ``path`` to fill; on success it becomes ``path``.
+
+    An existing ``path`` is replaced only when ``replace`` is true (it is moved aside first
+    and deleted once the new folder is in place), so a failure or a kill never leaves a
+    half-written folder under the final name.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
+    tmp = temporary_path(path)
+    tmp.mkdir()
+    try:
+        yield tmp
+        old = path.with_name(f".{path.name}.old{os.getpid()}")
+        if path.exists():
+            if not replace:
+                raise FileExistsError(f"{path} exists")
+            os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -1,7 +1,7 @@
-"""Translator: strings in, strings out, from a self-contained checkpoint.
+"""Translator: strings in, strings out, from a self-contained checkpoint or an exported model.
 
-It normalises and tokenises the input, sorts it by length into token-budget batches,
-runs greedy or beam search, detokenises, and returns results in input order. Empty and
+It normalises and tokenises the input, has an engine (:mod:`minitrans.engines`) run greedy
+or beam search, detokenises, and returns results in input order. Empty and
 whitespace-only lines give empty translations (line count is preserved); inputs longer
 than the model's positional range are truncated with a warning.
 """
@@ -15,12 +15,11 @@ from pathlib import Path
 
 import torch
 
-from minitrans.batching import pad
 from minitrans.checkpoint import load_for_inference
 from minitrans.corpus import clean
-from minitrans.errors import UsageError
-from minitrans.search import (DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Hypothesis,
-                              beam_search, check_decoding, greedy_search)
+from minitrans.engines import ENGINES, NativeEngine, load_export
+from minitrans.errors import CheckpointError, UsageError
+from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Hypothesis, check_decoding
 from minitrans.textio import atomic_output
 from minitrans.tokenizer import EOS_ID, Tokenizer
 from minitrans.transformer import Transformer
@@ -46,24 +45,27 @@ class Translation:
 class Translator:
     """Translate English sentences to French with a trained model.
 
+    One interface over two engines (:mod:`minitrans.engines`): minitrans's own PyTorch
+    search, or CTranslate2 running a folder written by ``minitrans export``. Cleaning,
+    segmentation, truncation, empty lines and detokenisation happen here, the same for both.
+
     Args:
-        model: The Transformer (put in eval mode).
+        model: The Transformer, or an engine (:class:`~minitrans.engines.NativeEngine`,
+            :class:`~minitrans.engines.CTranslate2Engine`).
         tokenizer: Its SentencePiece tokenizer.
         max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
         max_len_a, max_len_b: Output length limit ``a · src_len + b``.
-        bf16: Decode under bfloat16 autocast: 1.41-1.43x the sentences/s on AMX CPUs, BLEU
-            within 0.12 of fp32 (``scripts/benchmark_decode.py --bf16``, Multi30k
-            test_2016_flickr), at about twice the peak memory; off by default so
-            that results are exact.
+        bf16: Decode under bfloat16 autocast (native engine): 1.41-1.43x the sentences/s on
+            AMX CPUs, BLEU within 0.12 of fp32 (``scripts/benchmark_decode.py``, Multi30k
+            test_2016_flickr), at about twice the peak memory; off by default so that
+            results are exact.
     """
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, max_tokens: int = 6000,
+    def __init__(self, model, tokenizer: Tokenizer, max_tokens: int = 6000,
                  max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B, bf16: bool = False) -> None:
-        self.model = model.eval()
+        self.engine = NativeEngine(model, max_tokens, bf16) if isinstance(model, torch.nn.Module) else model
         self.tokenizer = tokenizer
-        self.max_tokens = max_tokens
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
-        self.bf16 = bf16
         self.meta: dict = {}
 
     @classmethod
@@ -75,9 +77,77 @@ class Translator:
         translator.meta = meta  # the checkpoint's metadata (training data, validation scores, ...)
         return translator
 
+    @classmethod
+    def from_checkpoints(cls, paths: list[str | os.PathLike], device: str = "cpu", **kwargs) -> "Translator":
+        """An ensemble of checkpoints trained with the same tokenizer (:mod:`minitrans.ensemble`);
+        one path gives the plain model."""
+        if len(paths) == 1:
+            return cls.from_checkpoint(paths[0], device, **kwargs)
+        from minitrans.ensemble import Ensemble
+
+        loaded = [load_for_inference(p, device) for p in paths]
+        first = loaded[0][2]["tokenizer_fingerprint"]
+        for path, (_, _, meta) in zip(paths[1:], loaded[1:]):
+            if meta["tokenizer_fingerprint"] != first:
+                raise CheckpointError(f"Cannot ensemble {path} with {paths[0]}: they use different SentencePiece "
+                                      "models, so the same id means different pieces. Ensemble runs of one recipe.")
+        meta = {**loaded[0][2], "ensemble": [str(p) for p in paths]}
+        translator = cls(Ensemble([m for m, _, _ in loaded]).eval(), loaded[0][1],
+                         **{**meta.get("decoding", {}), **kwargs})
+        translator.meta = meta
+        return translator
+
+    @classmethod
+    def from_export(cls, path: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
+                    threads: int = 0, **kwargs) -> "Translator":
+        """Load a folder written by ``minitrans export`` (CTranslate2 engine)."""
+        engine, tokenizer, meta = load_export(path, device, compute_type, threads)
+        decoding = {**meta.get("decoding", {}), **kwargs}
+        engine.max_tokens = decoding.pop("max_tokens", engine.max_tokens)
+        translator = cls(engine, tokenizer, **decoding)
+        translator.meta = meta
+        return translator
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, engine: str | None = None, device: str = "cpu", bf16: bool = False,
+             **kwargs) -> "Translator":
+        """A checkpoint (native engine) or an exported folder (``ctranslate2``); ``engine``
+        None picks by what ``path`` is."""
+        from minitrans.export import is_export
+
+        engine = engine or ("ctranslate2" if is_export(path) else "native")
+        if engine not in ENGINES:
+            raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}.")
+        if engine == "ctranslate2":
+            if bf16:
+                raise UsageError("--bf16 is for the native engine; export with --quantization instead.")
+            if not is_export(path):
+                raise UsageError(f"--engine ctranslate2 needs a folder written by `minitrans export`, and {path} "
+                                 "is not one: export it with `minitrans export CKPT OUTDIR`.")
+            return cls.from_export(path, device, **kwargs)
+        if is_export(path):
+            raise UsageError(f"{path} is an exported CTranslate2 model: pass --engine ctranslate2, or a .ckpt.")
+        return cls.from_checkpoint(path, device, bf16=bf16, **kwargs)
+
+    @property
+    def model(self) -> Transformer:
+        """The PyTorch model (native engine only)."""
+        if not isinstance(self.engine, NativeEngine):
+            raise UsageError(f"This translator runs the {self.engine.name} engine: there is no PyTorch model.")
+        return self.engine.model
+
+    @property
+    def config(self):
+        """The model's :class:`~minitrans.config.ModelConfig`."""
+        return self.engine.config
+
+    @property
+    def bf16(self) -> bool:
+        return self.engine.bf16
+
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        return self.engine.device
 
     def translate(self, sentences: list[str] | str, beam_size: int = DEFAULT_BEAM,
                   alpha: float = DEFAULT_ALPHA) -> list[str] | str:
@@ -90,7 +160,8 @@ class Translator:
     def translate_detailed(self, sentences: list[str], beam_size: int = DEFAULT_BEAM, alpha: float = DEFAULT_ALPHA,
                            nbest: int = 1, attention: bool = False, use_cache: bool = True,
                            first_line: int = 1) -> list[Translation]:
-        """Like :meth:`translate`, with scores, n-best lists and optionally attention weights.
+        """Like :meth:`translate`, with scores, n-best lists and optionally attention weights
+        (native engine).
 
         ``first_line`` is the input line number of ``sentences[0]``, for warnings about long
         inputs when a caller feeds a long input in chunks.
@@ -101,8 +172,10 @@ class Translator:
             bad = next(s for s in sentences if not isinstance(s, str))
             raise UsageError(f"Translator expects strings, got {type(bad).__name__}: {bad!r}.")
         check_decoding(beam_size, alpha, nbest)
+        if attention and not isinstance(getattr(self.engine, "model", None), Transformer):
+            raise UsageError("Attention weights come from one native model only (no CTranslate2, no ensemble).")
         cleaned = [clean(s) for s in sentences]
-        limit = self.model.config.max_len - 1  # room for eos
+        limit = self.config.max_len - 1  # room for eos
         ids = self.tokenizer.encode(cleaned)
         results: list[Translation | None] = [None] * len(sentences)
         todo = []
@@ -116,26 +189,13 @@ class Translator:
                             first_line + i, len(seq), limit, limit)
                 ids[i] = seq[:limit]
             todo.append((i, truncated))
-        todo.sort(key=lambda item: len(ids[item[0]]))
-        start = 0
-        while start < len(todo):  # token-budget batches of similar length
-            end = start + 1
-            while end < len(todo) and (end - start + 1) * (len(ids[todo[end][0]]) + 1) * beam_size <= self.max_tokens:
-                end += 1
-            chunk = todo[start:end]
-            src = pad([ids[i] + [EOS_ID] for i, _ in chunk]).to(self.device)
-            with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-                if beam_size == 1 and nbest == 1:
-                    hyps = [[h] for h in greedy_search(self.model, src, self.max_len_a, self.max_len_b, use_cache)]
-                else:
-                    hyps = beam_search(self.model, src, beam_size, alpha, self.max_len_a, self.max_len_b, nbest,
-                                       use_cache)
-            for (i, truncated), row, hyp_list in zip(chunk, src, hyps):
-                results[i] = self._result(sentences[i], row, hyp_list, truncated, attention)
-            start = end
+        sources = [ids[i] + [EOS_ID] for i, _ in todo]
+        hyps = self.engine.search(sources, beam_size, alpha, nbest, self.max_len_a, self.max_len_b, use_cache)
+        for (i, truncated), src_ids, hyp_list in zip(todo, sources, hyps):
+            results[i] = self._result(sentences[i], src_ids, hyp_list, truncated, attention)
         return results  # type: ignore[return-value]
 
-    def _result(self, source: str, src_row: torch.Tensor, hyps: list[Hypothesis], truncated: bool,
+    def _result(self, source: str, src_ids: list[int], hyps: list[Hypothesis], truncated: bool,
                 attention: bool) -> Translation:
         # Byte-fallback pieces could spell a line break: outputs stay one line each, always.
         texts = [clean(t) for t in self.tokenizer.decode([h.tokens for h in hyps])]
@@ -143,7 +203,6 @@ class Translator:
         result = Translation(source, texts[0], best.score, list(zip(texts, (h.score for h in hyps))),
                              truncated=truncated)
         if attention:
-            src_ids = src_row[src_row != 0].tolist()
             result.src_pieces = self.tokenizer.pieces(src_ids[:-1]) + ["</s>"]
             result.tgt_pieces = self.tokenizer.pieces(best.tokens) + ["</s>"]
             result.attention = self.cross_attention(src_ids, best.tokens)
@@ -157,6 +216,15 @@ class Translator:
         memory = self.model.encode(src)
         _, weights = self.model.decode(memory, None, tgt_in, need_weights=True)
         return torch.stack([w[0] for w in weights]).cpu()  # (layers, H, T+1, S)
+
+
+def load_metadata(path: str | os.PathLike) -> dict:
+    """The minitrans metadata of a checkpoint or of an exported folder (training data,
+    decoding limits, validation scores)."""
+    from minitrans.checkpoint import load_checkpoint
+    from minitrans.export import read_metadata, is_export
+
+    return read_metadata(path) if is_export(path) else load_checkpoint(path)["minitrans"]
 
 
 def check_attention_view(config, layer: int | None, head: int | None) -> None:

@@ -1,52 +1,177 @@
-"""Decoding speed: sentences/s and target tokens/s for greedy and beam search, with and
-without the key/value cache, on the 1,000 Multi30k test_2016_flickr sentences.
+"""Decoding speed, side by side: minitrans's engine against CTranslate2, same weights.
 
-    python scripts/benchmark_decode.py --checkpoint runs/tiny/checkpoints/best.ckpt [--limit 1000]
+    python scripts/benchmark_decode.py --checkpoint runs/quickstart/checkpoints/best.ckpt \\
+        [--systems native-fp32,native-bf16,native-int8,ct2-float32,ct2-int8] [--modes greedy,beam5] \\
+        [--rounds 3] [--limit 1000] [--threads 2]
 
-Runs the settings side by side in one process (these machines are noisy: compare ratios).
+One model, the Multi30k test_2016_flickr sentences (text in, text out), greedy and beam 5.
+The checkpoint is exported once per CTranslate2 weight type (``minitrans export``). Every
+(system, mode) runs in a fresh child process, one at a time, so that its peak resident
+memory is its own; rounds alternate the systems (these machines are noisy: the table reports
+the median round). Columns: sentences/s, output tokens/s, BLEU, the share of outputs
+identical to native fp32's, peak RSS.
+
+Systems: ``native-fp32``, ``native-bf16`` (autocast), ``native-int8`` (dynamic int8 Linear
+layers, torchao), ``native-int8-legacy`` (the same with ``torch.ao.quantization.quantize_dynamic``),
+``native-fp32-nocache`` (the prefix recomputed every step),
+``ct2-<type>`` for any ``minitrans export --quantization`` type, and ``baseline-fp32``:
+native fp32 of another minitrans checkout (``--baseline DIR``, e.g. a ``git worktree`` of
+an older commit), to measure a change of the engine itself in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
-import torch
 
-from minitrans import Translator
-from minitrans.evaluate import load_eval_data, score
+def child(args: argparse.Namespace) -> None:
+    """Translate the sentences once with one system and mode; print one JSON line."""
+    import torch
+
+    from minitrans import Translator
+    from minitrans.evaluate import load_eval_data
+
+    torch.set_num_threads(args.threads)
+    sources, _ = load_eval_data("multi30k", args.split, None, None)
+    sources = sources[: args.limit]
+    system, beam = args.child, 1 if args.mode == "greedy" else int(args.mode[4:])
+    if system.startswith("ct2-"):
+        translator = Translator.from_export(Path(args.workdir) / system, threads=args.threads,
+                                            max_tokens=args.max_tokens)
+    else:
+        translator = Translator.from_checkpoint(args.checkpoint, bf16=system == "native-bf16",
+                                                max_tokens=args.max_tokens)
+        if system.startswith("native-int8"):
+            quantize_int8(translator.model, legacy=system.endswith("legacy"))
+    started = time.perf_counter()
+    results = translator.translate_detailed(sources, beam_size=beam, use_cache=not system.endswith("nocache"))
+    seconds = time.perf_counter() - started
+    hyps = [r.text for r in results]
+    tokens = sum(len(seq) + 1 for seq in translator.tokenizer.encode(hyps))  # + eos
+    print(json.dumps({"seconds": seconds, "sentences": len(hyps), "tokens": tokens, "hyps": hyps,
+                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def profile(args: argparse.Namespace) -> None:
+    """Where native decoding spends its time: operators by self CPU time, and the share of
+    the search's own Python (everything outside the operators)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    from minitrans import Translator
+    from minitrans.evaluate import load_eval_data
+
+    torch.set_num_threads(args.threads)
+    sources = load_eval_data("multi30k", args.split, None, None)[0][: args.limit]
+    mode = args.modes.split(",")[0]
+    beam = 1 if mode == "greedy" else int(mode[4:])
+    translator = Translator.from_checkpoint(args.checkpoint, max_tokens=args.max_tokens)
+    translator.translate(sources[:50], beam_size=beam)  # warm-up
+    started = time.perf_counter()
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        translator.translate(sources, beam_size=beam)
+    wall = time.perf_counter() - started
+    events = prof.key_averages()
+    in_ops = sum(e.self_cpu_time_total for e in events) / 1e6
+    print(f"{len(sources)} sentences, {mode}, {wall:.2f} s under the profiler; operators {in_ops:.2f} s of "
+          f"self CPU time ({args.threads} threads)")
+    print(events.table(sort_by="self_cpu_time_total", row_limit=20))
+
+
+def quantize_int8(model, legacy: bool = False) -> None:
+    """Dynamic int8 quantisation of every Linear layer and of the output projection: int8
+    weights, activations quantised at run time. With torchao (PyTorch's recommended
+    quantisation library), or with the older ``torch.ao.quantization.quantize_dynamic`` (FBGEMM
+    kernels) when ``legacy``. The tied output projection (the largest matrix product of a
+    decoding step) becomes a Linear layer of its own first, so that it is quantised too."""
+    import torch
+
+    if model.output_proj is None:
+        weight = model.tgt_embed.weight
+        model.output_proj = torch.nn.Linear(weight.size(1), weight.size(0), bias=False)
+        model.output_proj.weight = torch.nn.Parameter(weight.detach().clone(), requires_grad=False)
+    if legacy:
+        torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        return
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
+
+    quantize_(model, Int8DynamicActivationInt8WeightConfig())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--systems", default="native-fp32,native-bf16,native-int8,ct2-float32,ct2-int8")
+    parser.add_argument("--modes", default="greedy,beam5")
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--limit", type=int, default=1000)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--bf16", action="store_true", help="decode under bf16 autocast")
-    parser.add_argument("--settings", default="greedy+cache,greedy-cache,beam5+cache,beam5-cache")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; the median is reported")
+    parser.add_argument("--max-tokens", type=int, default=6000,
+                        help="batch budget of both engines (native: sentences x longest source x beam; "
+                             "CTranslate2: source tokens)")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead of the table: profile native fp32 on the first --limit sentences of the "
+                             "first mode (torch.profiler, operators by self CPU time)")
+    parser.add_argument("--baseline", help="a minitrans checkout whose engine runs as system baseline-fp32")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    translator = Translator.from_checkpoint(args.checkpoint, bf16=args.bf16)
-    sources, refs = load_eval_data("multi30k", args.split, None, None)
-    sources, refs = sources[: args.limit], refs[: args.limit]
-    print(f"{len(sources)} sentences, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"{'bf16 autocast' if args.bf16 else 'fp32'}")
-    print(f"{'setting':<14} {'sent/s':>8} {'tok/s':>8} {'seconds':>8} {'BLEU':>6}")
-    for setting in args.settings.split(","):
-        beam = 1 if setting.startswith("greedy") else int(setting[4:].split("+")[0].split("-")[0])
-        cache = "+cache" in setting
-        started = time.perf_counter()
-        results = translator.translate_detailed(sources, beam_size=beam, use_cache=cache)
-        seconds = time.perf_counter() - started
-        hyps = [r.text for r in results]
-        n_tokens = sum(len(translator.tokenizer.encode([h])[0]) + 1 for h in hyps)
-        print(f"{setting:<14} {len(sources) / seconds:>8.1f} {n_tokens / seconds:>8.0f} {seconds:>8.1f} "
-              f"{score(hyps, refs)['bleu']:>6.2f}", flush=True)
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak resident memory: {peak_mib:.0f} MiB")
+    if args.child:
+        return child(args)
+    if args.profile:
+        return profile(args)
+
+    from minitrans.evaluate import load_eval_data, score
+    from minitrans.export import export_ctranslate2
+
+    systems, modes = args.systems.split(","), args.modes.split(",")
+    _, refs = load_eval_data("multi30k", args.split, None, None)
+    refs = refs[: args.limit]
+    with tempfile.TemporaryDirectory(prefix="minitrans-bench-") as workdir:
+        for system in systems:
+            if system.startswith("ct2-"):
+                export_ctranslate2(args.checkpoint, Path(workdir) / system, system[4:])
+        runs: dict[tuple[str, str], list[dict]] = {}
+        for round_ in range(args.rounds):
+            for mode in modes:
+                for system in systems:
+                    command = [sys.executable, __file__, "--checkpoint", args.checkpoint, "--child", system,
+                               "--mode", mode, "--workdir", workdir, "--split", args.split,
+                               "--limit", str(args.limit), "--threads", str(args.threads),
+                               "--max-tokens", str(args.max_tokens)]
+                    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+                    if system.startswith("baseline"):
+                        env["PYTHONPATH"] = args.baseline  # its `minitrans` package comes first
+                        command[command.index(system)] = "native-fp32"
+                    out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
+                    result = json.loads(out.strip().splitlines()[-1])
+                    runs.setdefault((system, mode), []).append(result)
+                    print(f"round {round_ + 1}: {system:<20} {mode:<7} {result['sentences'] / result['seconds']:7.1f} "
+                          f"sent/s", file=sys.stderr, flush=True)
+    print(f"{len(refs)} sentences of multi30k {args.split}, {args.threads} threads, median of {args.rounds} rounds")
+    print("| system | mode | sent/s | tok/s | BLEU | identical to native-fp32 | peak RSS MiB |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for mode in modes:
+        reference = runs.get(("native-fp32", mode), [None])[0]
+        for system in systems:
+            results = runs[(system, mode)]
+            median = statistics.median(r["seconds"] for r in results)
+            first = results[0]
+            same = (f"{100 * sum(a == b for a, b in zip(first['hyps'], reference['hyps'])) / len(refs):.1f}%"
+                    if reference else "-")
+            print(f"| {system} | {mode} | {first['sentences'] / median:.1f} | {first['tokens'] / median:.0f} | "
+                  f"{score(first['hyps'], refs)['bleu']:.2f} | {same} | {max(r['peak_rss_mib'] for r in results):.0f} |")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,19 @@ import torch
 from minitrans import ModelConfig, Transformer
 
 
+def run_main(capsys, *args) -> tuple[int, str, str]:
+    """Run ``minitrans ARGS`` in-process: (exit code, stdout, stderr)."""
+    from minitrans.cli import main
+
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as exit_info:
+        code = exit_info.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -4,19 +4,22 @@
 const $ = (id) => document.getElementById(id);
 let results = [];      // the last response's translations
 let chosen = 0;        // index of the sentence whose attention is shown
+let withAttention = true;  // false when the server runs an engine without attention weights
 
 async function loadModelInfo() {
   try {
     const info = await (await fetch("/v1/model")).json();
     const c = info.model_config;
+    withAttention = info.engine === "native";
     $("model-info").textContent = `Model: ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_model ${c.d_model}, ` +
-      `${(info.parameters / 1e6).toFixed(1)}M parameters, ${info.vocab_size} pieces.`;
+      `${(info.parameters / 1e6).toFixed(1)}M parameters, ${info.vocab_size} pieces, ${info.engine} engine.`;
   } catch (e) { /* the page works without it */ }
 }
 
 async function translate() {
   const lines = $("source").value.split("\n");
-  const body = { q: lines, beam: Number($("beam").value), nbest: Number($("nbest").value), attention: true };
+  const body = { q: lines, beam: Number($("beam").value), nbest: Number($("nbest").value),
+                 attention: withAttention };
   $("translate").disabled = true;
   $("error").hidden = true;
   const started = performance.now();

@@ -1,0 +1,205 @@
+"""The decoding engines behind :class:`~minitrans.translate.Translator`: ids in, hypotheses out.
+
+The Translator does what every engine shares (cleaning, segmentation, truncation, empty
+lines, detokenisation, input order); an engine only searches:
+
+* :class:`NativeEngine`: minitrans's own Transformer and search (PyTorch), in token-budget
+  batches of similar length, optionally under bf16 autocast;
+* :class:`CTranslate2Engine`: a folder written by ``minitrans export`` run by CTranslate2,
+  with its conventions mapped onto minitrans's (below), so that both engines answer the
+  same question.
+
+CTranslate2 conventions and how they are mapped:
+
+* minitrans passes its own eos-terminated pieces (the export sets ``add_source_eos`` off)
+  and decoding starts from ``<s>``, as in minitrans;
+* ``min_decoding_length=0``: minitrans allows an immediate ``</s>`` (CTranslate2's default
+  of 1 forbids it);
+* lengths: minitrans's limit ``L = a · source pieces + b`` counts the ``</s>`` that it forces
+  at step L; CTranslate2 ends a hypothesis at ``max_decoding_length`` with whatever token
+  came last. So ``max_decoding_length = L - 1``: both then hold at most ``L - 1`` real tokens
+  with the same score. It takes one limit per call: sentences are grouped by their own limit
+  and each group is one call;
+* ``<pad>`` and ``<s>`` are suppressed (CTranslate2 masks them before the softmax, minitrans
+  after it: the scores differ by the probability mass of those two tokens, ~0 for a trained
+  model);
+* length penalty: CTranslate2 divides by ``length^α`` where minitrans (GNMT) divides by
+  ``((5 + length) / 6)^α``. Neither penalty changes *which* hypotheses a beam search
+  finishes (both finish the eos candidates among the top ``beam`` of ``2 × beam``, on raw
+  log-probabilities, and stop at ``beam`` finished); only the final ranking. So the engine
+  asks for all ``beam`` finished hypotheses under a negligible penalty (``NEUTRAL_PENALTY``),
+  recovers their raw log-probabilities and ranks them with GNMT's: the same best
+  hypothesis as minitrans. (At the length limit CTranslate2 finishes every live beam and
+  keeps the ``beam`` best by raw score, where minitrans keeps those that finished first; a
+  hypothesis that differs is dominated under GNMT for α ≥ 0 by one both keep, so only the
+  tail of an n-best list can differ, and only for sentences that reach the limit.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from minitrans.batching import pad
+from minitrans.config import ModelConfig
+from minitrans.errors import CheckpointError
+from minitrans.search import Hypothesis, beam_search, greedy_search, length_limits, length_penalty
+from minitrans.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+ENGINES = ("native", "ctranslate2")
+#: The length penalty asked of CTranslate2: not 0, because 0 switches its beam search to an
+#: early exit that stops on other conditions than minitrans's (and fairseq's) "``beam``
+#: hypotheses finished"; small enough that the ranking it implies is the raw one, and undone
+#: exactly on the returned scores (hypotheses are returned with their ``</s>``, so no length is 0).
+NEUTRAL_PENALTY = 1e-6
+
+
+class NativeEngine:
+    """minitrans's Transformer with :func:`greedy_search` / :func:`beam_search`.
+
+    Args:
+        model: The Transformer (put in eval mode).
+        max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
+        bf16: Decode under bfloat16 autocast (faster on AMX CPUs, not bit-exact).
+    """
+
+    name = "native"
+
+    def __init__(self, model, max_tokens: int = 6000, bf16: bool = False) -> None:
+        self.model, self.max_tokens, self.bf16 = model.eval(), max_tokens, bf16
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.model.config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def search(self, sources: list[list[int]], beam_size: int, alpha: float, nbest: int, max_len_a: float,
+               max_len_b: int, use_cache: bool = True) -> list[list[Hypothesis]]:
+        """Hypotheses (best first) for each eos-terminated source, in input order."""
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        start = 0
+        while start < len(order):  # token-budget batches of similar length
+            end = start + 1
+            while end < len(order) and (end - start + 1) * len(sources[order[end]]) * beam_size <= self.max_tokens:
+                end += 1
+            chunk = order[start:end]
+            src = pad([sources[i] for i in chunk]).to(self.device)
+            with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+                if beam_size == 1 and nbest == 1:
+                    hyps = [[h] for h in greedy_search(self.model, src, max_len_a, max_len_b, use_cache)]
+                else:
+                    hyps = beam_search(self.model, src, beam_size, alpha, max_len_a, max_len_b, nbest, use_cache)
+            for i, hyp_list in zip(chunk, hyps):
+                results[i] = hyp_list
+            start = end
+        return results
+
+
+class CTranslate2Engine:
+    """A model exported by ``minitrans export``, decoded by CTranslate2 (see the module notes).
+
+    Args:
+        path: The exported folder.
+        tokenizer: Its SentencePiece model (the folder's ``sentencepiece.model``).
+        config: The model's :class:`ModelConfig` (from the folder's ``minitrans.json``).
+        device: ``cpu`` or ``cuda``.
+        compute_type: CTranslate2's compute type; ``default`` keeps the exported weight type.
+        threads: Intra-op threads (default: PyTorch's setting, so both engines compare fairly).
+        max_tokens: Token budget of a CTranslate2 batch.
+    """
+
+    name = "ctranslate2"
+    bf16 = False
+
+    def __init__(self, path: str | os.PathLike, tokenizer: Tokenizer, config: ModelConfig, device: str = "cpu",
+                 compute_type: str = "default", threads: int = 0, max_tokens: int = 6000) -> None:
+        from minitrans.export import import_ctranslate2
+
+        ctranslate2 = import_ctranslate2()
+        self.path, self.config, self.max_tokens = Path(path), config, max_tokens
+        try:
+            self.translator = ctranslate2.Translator(str(path), device=device, compute_type=compute_type,
+                                                     intra_threads=threads or torch.get_num_threads())
+        except (RuntimeError, ValueError) as err:
+            raise CheckpointError(f"{path}: CTranslate2 cannot load this model: {str(err).splitlines()[0]}") from None
+        self.pieces = tokenizer.pieces(range(tokenizer.vocab_size))
+        self.ids = {piece: i for i, piece in enumerate(self.pieces)}
+        self.device = torch.device(device)
+
+    def parameter_count(self) -> int:
+        """Counted from the config (CTranslate2 does not expose its tensors)."""
+        c = self.config
+        d, v = c.d_model, c.vocab_size
+        attention = 4 * d * d + 4 * d
+        ff = 2 * d * c.d_ff + c.d_ff + d
+        enc = c.n_encoder_layers * (attention + ff + 2 * 2 * d)
+        dec = c.n_decoder_layers * (2 * attention + ff + 3 * 2 * d)
+        final = 2 * 2 * d if c.norm_first else 0
+        embeddings = v * d * (1 if c.share_embeddings else 3)
+        learned = 2 * c.max_len * d if c.positional == "learned" else 0
+        return enc + dec + final + embeddings + learned
+
+    def search(self, sources: list[list[int]], beam_size: int, alpha: float, nbest: int, max_len_a: float,
+               max_len_b: int, use_cache: bool = True) -> list[list[Hypothesis]]:
+        """Hypotheses (best first) for each eos-terminated source, in input order.
+        ``use_cache`` is ignored (CTranslate2 always caches)."""
+        if not sources:
+            return []
+        limits = length_limits(torch.tensor([len(s) for s in sources]), max_len_a, max_len_b, self.config.max_len - 1)
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, limit in enumerate(limits.tolist()):
+            groups[limit].append(i)
+        results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in sources]  # limit 1: eos at once
+        eos = self.pieces[EOS_ID]
+        for limit, members in groups.items():
+            if limit == 1:
+                continue
+            outputs = self.translator.translate_batch(
+                [[self.pieces[t] for t in sources[i]] for i in members],
+                beam_size=beam_size, num_hypotheses=beam_size, length_penalty=NEUTRAL_PENALTY,
+                max_decoding_length=limit - 1, min_decoding_length=0, return_end_token=True, return_scores=True,
+                suppress_sequences=[[self.pieces[PAD_ID]], [self.pieces[BOS_ID]]], max_input_length=0,
+                max_batch_size=self.max_tokens, batch_type="tokens")
+            for i, output in zip(members, outputs):
+                hyps = []
+                for pieces, score in zip(output.hypotheses, output.scores):
+                    raw = score * len(pieces) ** NEUTRAL_PENALTY  # undo CTranslate2's normalisation
+                    ids = [self.ids[p] for p in (pieces[:-1] if pieces and pieces[-1] == eos else pieces)]
+                    # Greedy search scores by raw log-probability, as the native greedy search does.
+                    score = raw if beam_size == 1 else raw / length_penalty(len(ids) + 1, alpha)
+                    hyps.append(Hypothesis(ids, score, raw))
+                hyps.sort(key=lambda h: h.score, reverse=True)
+                results[i] = hyps[:nbest]
+        return results
+
+
+def load_export(path: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
+                threads: int = 0) -> tuple[CTranslate2Engine, Tokenizer, dict]:
+    """Open a folder written by ``minitrans export``: ``(engine, tokenizer, metadata)``."""
+    from minitrans.export import META_FILE, SPM_FILE, is_export, read_metadata
+
+    path = Path(path)
+    if not is_export(path):
+        raise CheckpointError(f"{path} is not a model folder written by `minitrans export` (it needs model.bin, "
+                              f"{META_FILE} and {SPM_FILE}); export one with `minitrans export CKPT {path}`.")
+    meta = read_metadata(path)
+    try:
+        config = ModelConfig.from_dict(meta["model_config"])
+        tokenizer = Tokenizer.load(path / SPM_FILE)
+    except (OSError, ValueError, TypeError, RuntimeError) as err:
+        raise CheckpointError(f"{path}: damaged export ({type(err).__name__}: {err}); export it again.") from None
+    if tokenizer.fingerprint() != meta.get("tokenizer_fingerprint"):
+        raise CheckpointError(f"{path}: {SPM_FILE} is not the SentencePiece model the weights were exported with; "
+                              "export the checkpoint again.")
+    return CTranslate2Engine(path, tokenizer, config, device, compute_type, threads), tokenizer, meta
+

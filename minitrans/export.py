@@ -1,0 +1,173 @@
+"""``minitrans export``: a checkpoint as a CTranslate2 model folder.
+
+CTranslate2 is the C++ engine the field deploys Transformers with on CPUs (OpenNMT-py,
+fairseq and Marian export to it). Its ``TransformerSpec`` describes the same network as
+:class:`~minitrans.transformer.Transformer`; this module fills it from a checkpoint:
+
+========================================  ==================================================
+minitrans                                 CTranslate2 spec
+========================================  ==================================================
+``src_embed`` / ``tgt_embed`` × √D        ``embeddings`` with ``scale_embeddings = True``
+sinusoidal (or learned) position table    ``position_encodings.encodings``: our own table,
+                                          written out (CTranslate2's built-in sinusoids are
+                                          laid out differently: sin/cos halves, not interleaved)
+self-attention ``q/k/v_proj``             ``linear[0]``: one fused (3D, D) matrix and bias
+cross-attention ``q_proj``, ``k/v_proj``  ``linear[0]``, and ``linear[1]`` fused (2D, D)
+``out_proj``                              ``linear[-1]``
+``Residual.norm`` of each sublayer        that sublayer's ``layer_norm`` (pre- or post-norm
+                                          as ``ModelConfig.norm_first``)
+final LayerNorm of a pre-norm stack       ``encoder/decoder.layer_norm``
+tied output projection                    ``decoder.projection`` = target embedding, no bias
+``layer_norm_eps``                        ``config.layer_norm_epsilon``
+SentencePiece pieces in id order          source and target vocabulary (``<pad>``, ``<unk>``,
+                                          ``<s>``, ``</s>`` at 0..3, as minitrans fixes them)
+========================================  ==================================================
+
+The folder also holds the SentencePiece model (``sentencepiece.model``) and minitrans's
+metadata (``minitrans.json``: model config, tokenizer fingerprint, training data, decoding
+limits), so :class:`~minitrans.engines.CTranslate2Engine` translates with the same
+normalisation, segmentation, limits and detokenisation as the checkpoint. Search
+conventions are the engine's business (see there). Needs the ``[ct2]`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from minitrans import __version__
+from minitrans.checkpoint import load_for_inference
+from minitrans.errors import CheckpointError, UsageError
+from minitrans.layers import sinusoidal_table
+from minitrans.textio import atomic_folder
+
+#: Weight types ``--quantization`` accepts (CTranslate2's names; float32 = no quantisation).
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "bfloat16", "int8_bfloat16")
+META_FILE, SPM_FILE = "minitrans.json", "sentencepiece.model"
+
+
+def import_ctranslate2():
+    """The ``ctranslate2`` module, or a usage error that says how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UsageError('The CTranslate2 engine needs the ctranslate2 package: pip install -e ".[ct2]"') from None
+    return ctranslate2
+
+
+def _array(tensor: torch.Tensor):
+    return tensor.detach().to("cpu", torch.float32).contiguous().numpy()
+
+
+def _linear(spec, *modules: torch.nn.Linear) -> None:
+    """Fill a LinearSpec from one Linear, or from several stacked into one (fused) matrix."""
+    spec.weight = _array(torch.cat([m.weight for m in modules]))
+    spec.bias = _array(torch.cat([m.bias for m in modules]))
+
+
+def _norm(spec, norm: torch.nn.LayerNorm) -> None:
+    spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
+
+
+def _stack_inputs(spec, embedding: torch.nn.Embedding, positions) -> None:
+    (spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings).weight = _array(embedding.weight)
+    spec.scale_embeddings = True  # × √d_model, section 3.4
+    table = positions.learned.weight if positions.learned is not None else \
+        sinusoidal_table(positions.max_len, embedding.embedding_dim)
+    spec.position_encodings.encodings = _array(table)
+
+
+def build_spec(model, tokenizer):
+    """A ``ctranslate2.specs.TransformerSpec`` holding ``model``'s weights and vocabulary."""
+    import_ctranslate2()  # a clear error when the extra is not installed
+    from ctranslate2.specs import transformer_spec
+
+    config = model.config
+    spec = transformer_spec.TransformerSpec.from_config(
+        (config.n_encoder_layers, config.n_decoder_layers), config.n_heads, pre_norm=config.norm_first)
+    enc, dec = spec.encoder, spec.decoder
+    _stack_inputs(enc, model.src_embed, model.src_pos)
+    _stack_inputs(dec, model.tgt_embed, model.tgt_pos)
+    if config.norm_first:
+        _norm(enc.layer_norm, model.encoder.final_norm)
+        _norm(dec.layer_norm, model.decoder.final_norm)
+    for layer_spec, layer in zip(enc.layer, model.encoder.layers):
+        attn = layer.self_attn
+        _linear(layer_spec.self_attention.linear[0], attn.q_proj, attn.k_proj, attn.v_proj)
+        _linear(layer_spec.self_attention.linear[1], attn.out_proj)
+        _norm(layer_spec.self_attention.layer_norm, layer.attn_block.norm)
+        _feed_forward(layer_spec.ffn, layer)
+    for layer_spec, layer in zip(dec.layer, model.decoder.layers):
+        attn, cross = layer.self_attn, layer.cross_attn
+        _linear(layer_spec.self_attention.linear[0], attn.q_proj, attn.k_proj, attn.v_proj)
+        _linear(layer_spec.self_attention.linear[1], attn.out_proj)
+        _norm(layer_spec.self_attention.layer_norm, layer.self_block.norm)
+        _linear(layer_spec.attention.linear[0], cross.q_proj)
+        _linear(layer_spec.attention.linear[1], cross.k_proj, cross.v_proj)
+        _linear(layer_spec.attention.linear[2], cross.out_proj)
+        _norm(layer_spec.attention.layer_norm, layer.cross_block.norm)
+        _feed_forward(layer_spec.ffn, layer)
+    projection = model.tgt_embed.weight if model.output_proj is None else model.output_proj.weight
+    dec.projection.weight = _array(projection)  # (V, D), no bias
+    spec.config.layer_norm_epsilon = config.layer_norm_eps
+    spec.config.add_source_eos = False  # the engine passes minitrans's own eos-terminated pieces
+    pieces = tokenizer.pieces(range(tokenizer.vocab_size))
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    return spec
+
+
+def _feed_forward(spec, layer) -> None:
+    _norm(spec.layer_norm, layer.ff_block.norm)
+    _linear(spec.linear_0, layer.feed_forward.linear1)
+    _linear(spec.linear_1, layer.feed_forward.linear2)
+
+
+def export_ctranslate2(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantization: str = "float32",
+                       force: bool = False) -> Path:
+    """Write ``checkpoint`` as a CTranslate2 model folder; returns the folder.
+
+    The folder is built beside ``output_dir`` and renamed into place when complete; an
+    existing folder is replaced only with ``force``.
+    """
+    if quantization not in QUANTIZATIONS:
+        raise UsageError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}.")
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not force:
+        raise UsageError(f"{output_dir} already exists; pass --force to replace it, or choose a new folder.")
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UsageError(f"{output_dir} is a file, not a folder; choose a folder name for the exported model.")
+    model, tokenizer, meta = load_for_inference(checkpoint)
+    spec = build_spec(model, tokenizer)
+    spec.validate()
+    spec.optimize(quantization=None if quantization == "float32" else quantization)
+    info = {"format": "minitrans-ctranslate2", "minitrans_version": __version__,
+            "source_checkpoint": str(checkpoint), "quantization": quantization,
+            "model_config": model.config.to_dict(), "tokenizer_fingerprint": meta["tokenizer_fingerprint"],
+            **{k: meta[k] for k in ("data", "decoding", "validation", "averaged_from") if k in meta}}
+    with atomic_folder(output_dir, replace=force) as tmp:
+        spec.save(str(tmp))
+        tokenizer.save(tmp / SPM_FILE)
+        (tmp / META_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return output_dir
+
+
+def read_metadata(path: str | os.PathLike) -> dict:
+    """The ``minitrans.json`` of an exported folder."""
+    file = Path(path) / META_FILE
+    try:
+        meta = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{file}: unreadable ({type(err).__name__}: {err}); export the model again.") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("model_config"), dict):
+        raise CheckpointError(f"{file} is not minitrans export metadata (no model_config); export the model again.")
+    return meta
+
+
+def is_export(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a folder written by :func:`export_ctranslate2`."""
+    path = Path(path)
+    return (path / META_FILE).is_file() and (path / "model.bin").is_file()
