@@ -174,3 +174,24 @@ class TokenBatchSampler(Sampler[list[int]]):
             real += sum(lens)
             padded += max(lens) * len(lens)
         return 1.0 - real / max(padded, 1)
+
+
+class SampledPairDataset(PairDataset):
+    """Training pairs segmented afresh each time they are drawn (subword regularisation,
+    Kudo 2018): SentencePiece samples one of the segmentations of each sentence
+    (``enable_sampling``, smoothing ``alpha``) instead of always the best one.
+
+    Batching still uses the deterministic segmentation's lengths (a sampled one is usually a
+    few pieces longer), and samples are cut to ``max_len`` pieces. Evaluation keeps the
+    deterministic segmentation.
+    """
+
+    def __init__(self, src_ids: list[list[int]], tgt_ids: list[list[int]], en: list[str], fr: list[str],
+                 tokenizer, alpha: float, max_len: int) -> None:
+        super().__init__(src_ids, tgt_ids)
+        self.en, self.fr, self.tokenizer, self.alpha, self.max_len = en, fr, tokenizer, alpha, max_len
+
+    def __getitem__(self, i: int) -> dict:
+        src, tgt = self.tokenizer.encode_sampled([self.en[i], self.fr[i]], self.alpha)
+        return {"src_ids": src[: self.max_len], "tgt_ids": tgt[: self.max_len], "index": i}
+

@@ -7,8 +7,9 @@ Sources:
   * ``tsv``      — any ``English<TAB>French`` file (split like Tatoeba unless the
     ``files`` mapping names valid/test files too).
   * ``aligned``  — any pair of line-aligned files ``PREFIX.en`` / ``PREFIX.fr`` per split.
-  * ``hub``      — a Hugging Face hub dataset id with a ``translation`` column of
-    ``{"en": ..., "fr": ...}`` (needs the network; tests never use it).
+  * ``hub``      — a dataset in the Hugging Face hub's format with a ``translation`` column
+    of ``{"en": ..., "fr": ...}``: a hub id (``name:config``, needs the network or the
+    datasets cache) or a local folder of its files (tests use one; nothing is downloaded).
 
 Every split is a :class:`datasets.Dataset` with columns ``en`` (source), ``fr`` (first
 reference) and ``refs`` (all French references of that English sentence).
@@ -248,21 +249,39 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
     raise DataError(f"Unknown dataset {dataset!r}; choose tatoeba, multi30k, tsv, aligned or hub.")
 
 
+HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
+
+
 def _load_hub(hub_id: str | None, max_chars: int):
+    """A dataset in the Hugging Face hub's format: an id (``wmt14:fr-en`` names a config after a
+    colon) or a local folder of its files. Splits ``train``/``validation``/``test``, each with
+    a ``translation`` column of ``{"en": ..., "fr": ...}`` (WMT, OPUS style) or ``en``/``fr``
+    columns."""
     if not hub_id:
-        raise DataError("dataset 'hub' needs data.hub_id, e.g. 'wmt14' style data with a translation column.")
+        raise DataError("dataset 'hub' needs data.hub_id: a hub id such as 'wmt14:fr-en' (name:config) or a "
+                        "local folder in the hub's format.")
+    name, _, config = hub_id.partition(":") if not Path(hub_id).exists() else (hub_id, "", "")
     try:
-        loaded = datasets.load_dataset(hub_id)
+        loaded = datasets.load_dataset(name, config or None)
     except Exception as err:  # the hub raises many types when offline or unknown
         raise DataError(
-            f"Could not load hub dataset {hub_id!r} ({type(err).__name__}: {err}). It needs the network "
-            f"and a 'translation' column with en/fr; offline, use local files (dataset tsv or aligned)."
-        ) from err
-    names = {"train": "train", "valid": "validation", "test": "test"}
+            f"Could not load hub dataset {hub_id!r} ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            "). A hub id needs the network (or the datasets cache); offline, point data.hub_id at a local folder "
+            "in the hub's format, or use local files (dataset tsv or aligned).") from None
     out = {}
-    for split, name in names.items():
-        if name not in loaded:
-            raise DataError(f"Hub dataset {hub_id!r} has no {name!r} split.")
-        pairs = [(row["en"], row["fr"]) for row in loaded[name]["translation"]]
-        out[split] = pairs
+    for split, split_name in HUB_SPLITS.items():
+        if split_name not in loaded:
+            raise DataError(f"Hub dataset {hub_id!r} has no {split_name!r} split; it has {sorted(loaded)}.")
+        columns = loaded[split_name].column_names
+        if "translation" in columns:
+            rows = loaded[split_name]["translation"]
+            if rows and not {"en", "fr"} <= set(rows[0]):
+                raise DataError(f"Hub dataset {hub_id!r}: its translations hold {sorted(rows[0])}, not 'en' and "
+                                "'fr'; pick its English–French config (hub_id 'name:config').")
+            out[split] = [(row["en"], row["fr"]) for row in rows]
+        elif {"en", "fr"} <= set(columns):
+            out[split] = list(zip(loaded[split_name]["en"], loaded[split_name]["fr"]))
+        else:
+            raise DataError(f"Hub dataset {hub_id!r}, split {split_name!r}: no 'translation' column and no "
+                            f"'en'/'fr' columns (it has {columns}).")
     return _assemble(out, aligned_split, max_chars)

@@ -23,7 +23,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from minitrans.batching import PairDataset, TokenBatchSampler, collate
+from minitrans.batching import PairDataset, SampledPairDataset, TokenBatchSampler, collate
 from minitrans.corpus import MULTI30K_SPLITS, DataError, load_corpus, resolve_data_dir
 from minitrans.mixture import CorpusSpec, check_specs, decontaminate, epoch_rows, probabilities
 from minitrans.tokenizer import Tokenizer
@@ -32,9 +32,12 @@ log = logging.getLogger(__name__)
 CACHE_VERSION = 1
 
 
-def source_files(dataset: str, data_dir: str | None, files: dict[str, str] | None) -> list[Path]:
+def source_files(dataset: str, data_dir: str | None, files: dict[str, str] | None,
+                 hub_id: str | None = None) -> list[Path]:
     """The raw files a corpus is read from (their sizes and times key the cache)."""
     root = resolve_data_dir(data_dir)
+    if dataset == "hub":  # a local folder in the hub's format; a hub id is keyed by its name only
+        return sorted(p for p in Path(hub_id).rglob("*") if p.is_file()) if hub_id and Path(hub_id).is_dir() else []
     if dataset == "multi30k":
         return [root / "multi30k" / f"{n}.{lang}" for n in MULTI30K_SPLITS.values() for lang in ("en", "fr")]
     if dataset == "tatoeba":
@@ -112,6 +115,10 @@ class TranslationDataModule(L.LightningDataModule):
             ∝ n_i^(1/T) (1 = by size; larger flattens towards uniform).
         val_select: For ``mixture``: ``val_bleu`` (what checkpointing and early stopping
             watch) is the ``mean`` of the per-corpus ``val_bleu/<name>``, or one corpus's.
+        subword_alpha: Subword regularisation: when > 0, each training pair is segmented
+            afresh every time it is drawn, sampling SentencePiece segmentations with this
+            smoothing (0.1-0.2 is usual; :class:`~minitrans.batching.SampledPairDataset`).
+            Validation and test keep the deterministic segmentation.
     """
 
     def __init__(
@@ -135,8 +142,11 @@ class TranslationDataModule(L.LightningDataModule):
         corpora: list[CorpusSpec] | None = None,
         temperature: float = 1.0,
         val_select: str = "mean",
+        subword_alpha: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0.0 <= subword_alpha <= 1.0:
+            raise DataError(f"data.subword_alpha must lie in [0, 1] (0 = off; 0.1-0.2 is usual), got {subword_alpha}.")
         if dataset == "mixture":
             corpora = check_specs(corpora or [])
             if val_select != "mean" and val_select not in [c.name for c in corpora]:
@@ -161,8 +171,8 @@ class TranslationDataModule(L.LightningDataModule):
     def _source_files(self) -> list[Path]:
         h = self.hparams
         if h.dataset == "mixture":
-            return [p for c in self.corpora for p in source_files(c.dataset, h.data_dir, c.files)]
-        return source_files(h.dataset, h.data_dir, h.files)
+            return [p for c in self.corpora for p in source_files(c.dataset, h.data_dir, c.files, c.hub_id)]
+        return source_files(h.dataset, h.data_dir, h.files, h.hub_id)
 
     def eval_sets(self, split: str) -> list[tuple[str | None, str]]:
         """``(corpus name, key in self.splits)`` of each evaluation set of ``split``: one per
@@ -297,14 +307,21 @@ class TranslationDataModule(L.LightningDataModule):
             if limit is not None and limit < len(ds):
                 ds = ds.select(range(limit))
             refs = _column(ds, "refs") if not split.endswith("train") else None
-            self._pairs[key] = PairDataset(_column(ds, "src_ids"), _column(ds, "tgt_ids"), refs)
+            if split == "train" and self.hparams.subword_alpha > 0:
+                self._pairs[key] = SampledPairDataset(
+                    _column(ds, "src_ids"), _column(ds, "tgt_ids"), _column(ds, "en"), _column(ds, "fr"),
+                    self.tokenizer, self.hparams.subword_alpha, self.hparams.max_len - 1)
+            else:
+                self._pairs[key] = PairDataset(_column(ds, "src_ids"), _column(ds, "tgt_ids"), refs)
         return self._pairs[key]
+
+    def _world(self) -> tuple[int, int]:
+        """(number of data-parallel processes, this one's rank)."""
+        return (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
 
     def train_sampler(self) -> TokenBatchSampler:
         data = self.pair_dataset("train")
-        world, rank = 1, 0
-        if self.trainer is not None:
-            world, rank = self.trainer.world_size, self.trainer.global_rank
+        world, rank = self._world()
         rows = None
         if self.hparams.dataset == "mixture":
             sizes, probs = self.mixture_sizes(), self.mixture_probabilities()
@@ -322,6 +339,10 @@ class TranslationDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         data = self.pair_dataset("train")
+        if isinstance(data, SampledPairDataset):  # the sampled segmentations follow the seed
+            import sentencepiece
+
+            sentencepiece.set_random_generator_seed(self.hparams.seed)
         progress = None
         if self.trainer is not None:
             trainer = self.trainer

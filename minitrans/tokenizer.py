@@ -83,6 +83,11 @@ class Tokenizer:
         """Texts -> piece ids (no bos/eos; batching adds them)."""
         return self.sp.encode(texts)
 
+    def encode_sampled(self, texts: list[str], alpha: float) -> list[list[int]]:
+        """Texts -> one *sampled* segmentation each (subword regularisation): SentencePiece
+        draws from all segmentations with probabilities ∝ P(segmentation)^alpha."""
+        return self.sp.encode(texts, enable_sampling=True, alpha=alpha, nbest_size=-1)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Piece ids -> texts; pad/bos/eos ids are skipped."""
         specials = (PAD_ID, BOS_ID, EOS_ID)

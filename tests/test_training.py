@@ -11,7 +11,7 @@ import yaml
 
 from conftest import make_datamodule
 from minitrans import ModelConfig
-from minitrans.checkpoint import CheckpointError, load_checkpoint, load_for_inference
+from minitrans.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, load_for_inference
 from minitrans.cli import lightning_main
 from minitrans.schedule import cosine, inverse_sqrt
 from minitrans.training import TranslationModule
@@ -193,3 +193,17 @@ def test_shipped_configs_parse_and_build(name, tmp_path, monkeypatch):
         if key != "config":
             assert cli.model.hparams[key] == value, key
     assert cli.datamodule.hparams.dataset == raw["data"]["dataset"]
+
+
+def test_recent_checkpoints_keep_the_last_validations(tmp_path, prepared):
+    """`recent.save_top_k N` keeps the weights of the last N validations, for last-N averaging;
+    the best-by-BLEU checkpoints and best.ckpt are unaffected."""
+    cfg = write_config(tmp_path, prepared, "")
+    result = run_cli("train", "--config", str(cfg), "--trainer.max_steps", "8", "--trainer.val_check_interval", "2",
+                     "--recent.save_top_k", "2", "--recent.dirpath", str(tmp_path / "recent"), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "recent").glob("*.ckpt")) == ["recent-step6.ckpt", "recent-step8.ckpt"]
+    assert (tmp_path / "ckpt" / "best.ckpt").is_file()
+    averaged = average_checkpoints(sorted((tmp_path / "recent").glob("*.ckpt")), tmp_path / "avg.ckpt")
+    assert len(averaged["minitrans"]["averaged_from"]) == 2
+

@@ -1,0 +1,136 @@
+"""Sequence-level distillation / self-training data: a teacher translates in-domain English,
+and the student trains on the real pairs plus these synthetic ones.
+
+    MINITRANS_DATA=../shared/data python scripts/distill.py \\
+        --teacher runs/multi30k/checkpoints/best.ckpt [--teacher runs/multi30k-seed2/checkpoints/best.ckpt] \\
+        --monolingual ../shared/data/multi30k-captions-en/train.{1,2,3,4,5}.en --out runs/distill/data
+    MINITRANS_DATA=../shared/data minitrans train --config configs/distill.yaml
+
+Stages, each resumable from its outputs (a rerun skips what is complete):
+
+1. ``synthetic.en`` / ``synthetic.fr``: the English lines (cleaned, de-duplicated, empty lines
+   dropped) and the teacher's translations (beam search; several ``--teacher`` checkpoints
+   are decoded as an ensemble). Translation goes in chunks appended to
+   ``synthetic.fr.partial``; a killed run continues after the last complete chunk, and the
+   file takes its final name only when every line is translated.
+2. ``train.en`` / ``train.fr``: Multi30k's real training pairs, then the synthetic ones;
+   ``valid``, ``test`` (test_2016_flickr), ``test_2017_flickr`` and ``test_2017_mscoco``:
+   Multi30k's official evaluation splits, copied unchanged. The folder is an ``aligned``
+   corpus (``configs/distill.yaml`` trains on it).
+
+The monolingual captions describe the *training* images only (no validation or test image),
+so no evaluation sentence can enter training through them; ``minitrans prepare`` reports any
+pair it drops all the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from minitrans.corpus import MULTI30K_SPLITS, clean, resolve_data_dir
+from minitrans.errors import MinitransError, UsageError
+from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
+from minitrans.textio import atomic_output, read_lines, write_text_atomic
+
+log = logging.getLogger("minitrans.distill")
+EVAL_SPLITS = {name: file for name, file in MULTI30K_SPLITS.items() if name != "train"}
+
+
+def monolingual_lines(paths: list[str]) -> list[str]:
+    """Cleaned, non-empty, de-duplicated English lines of ``paths``, in first-seen order."""
+    seen: dict[str, None] = {}
+    for path in paths:
+        for line in read_lines(path, "Monolingual file"):
+            text = clean(line)
+            if text:
+                seen.setdefault(text, None)
+    if not seen:
+        raise UsageError(f"--monolingual {' '.join(paths)}: no non-empty line to translate.")
+    return list(seen)
+
+
+def translate_resumable(sources: list[str], out: Path, teachers: list[str], beam: int, alpha: float,
+                        chunk: int) -> None:
+    """Translate ``sources`` into ``out`` line by line, resuming after the last complete chunk."""
+    if out.is_file() and len(read_lines(out)) == len(sources):
+        log.info("%s is complete (%d lines): skipping translation", out, len(sources))
+        return
+    from minitrans import Translator
+
+    partial = out.with_name(out.name + ".partial")
+    raw = partial.read_bytes() if partial.is_file() else b""
+    complete = raw[: raw.rfind(b"\n") + 1]  # a kill can leave a torn last line: it is redone
+    done = complete.decode("utf-8").split("\n")[:-1]
+    if len(done) > len(sources):
+        raise UsageError(f"{partial} has {len(done)} lines but there are {len(sources)} sources: it belongs to "
+                         "other inputs. Delete it and run again.")
+    if done:
+        log.info("resuming after %d translated lines (%s)", len(done), partial)
+    translator = Translator.from_checkpoints(teachers)
+    started = time.perf_counter()
+    with open(partial, "ab") as f:
+        f.truncate(len(complete))
+        for start in range(len(done), len(sources), chunk):
+            batch = sources[start:start + chunk]
+            f.write("".join(t + "\n" for t in translator.translate(batch, beam_size=beam, alpha=alpha)).encode())
+            f.flush()
+            os.fsync(f.fileno())
+            finished = start + len(batch)
+            rate = (finished - len(done)) / max(time.perf_counter() - started, 1e-9)
+            log.info("translated %d / %d lines (%.1f lines/s, %.0f min left)", finished, len(sources), rate,
+                     (len(sources) - finished) / max(rate, 1e-9) / 60)
+    os.replace(partial, out)
+
+
+def build_corpus(out_dir: Path, data_dir: str | None, synthetic_en: list[str], synthetic_fr: list[str]) -> None:
+    """Write the aligned corpus: real + synthetic training pairs, Multi30k's evaluation splits."""
+    root = resolve_data_dir(data_dir) / "multi30k"
+    real_en = read_lines(root / "train.en", "Multi30k training file")
+    real_fr = read_lines(root / "train.fr", "Multi30k training file")
+    write_text_atomic(out_dir / "train.en", real_en + synthetic_en)
+    write_text_atomic(out_dir / "train.fr", real_fr + synthetic_fr)
+    for split, name in EVAL_SPLITS.items():
+        for lang in ("en", "fr"):
+            with atomic_output(out_dir / f"{split}.{lang}", "wb") as target, open(root / f"{name}.{lang}", "rb") as f:
+                shutil.copyfileobj(f, target)
+    log.info("wrote %s: %d real + %d synthetic training pairs", out_dir, len(real_en), len(synthetic_en))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--teacher", action="append", required=True, help="teacher checkpoint (repeat: ensemble)")
+    parser.add_argument("--monolingual", nargs="+", required=True, help="in-domain English text, one per line")
+    parser.add_argument("--out", default="runs/distill/data", help="the corpus folder to write")
+    parser.add_argument("--data-dir", help="raw corpora (MINITRANS_DATA overrides), for Multi30k's real pairs")
+    parser.add_argument("--beam", type=int, default=DEFAULT_BEAM)
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA)
+    parser.add_argument("--chunk", type=int, default=2000, help="lines per resumable chunk")
+    parser.add_argument("--limit", type=int, help="translate only the first N lines (trials)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.chunk < 1:
+            raise UsageError(f"--chunk must be at least 1, got {args.chunk}.")
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        sources = monolingual_lines(args.monolingual)[: args.limit]
+        if not (out / "synthetic.en").is_file() or read_lines(out / "synthetic.en") != sources:
+            if (out / "synthetic.fr.partial").is_file() or (out / "synthetic.fr").is_file():
+                raise UsageError(f"{out} holds translations of other English lines; choose another --out or "
+                                 "delete its synthetic.* files.")
+            write_text_atomic(out / "synthetic.en", sources)
+        translate_resumable(sources, out / "synthetic.fr", args.teacher, args.beam, args.alpha, args.chunk)
+        build_corpus(out, args.data_dir, sources, read_lines(out / "synthetic.fr"))
+    except MinitransError as err:
+        print(f"distill: error: {' '.join(str(err).split())}", file=sys.stderr)
+        raise SystemExit(err.exit_code) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""`dataset: hub`, offline: a local folder in the Hugging Face hub's format (parquet files)."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+
+from conftest import make_datamodule, synthetic_pairs
+from minitrans.corpus import load_corpus
+from minitrans.errors import DataError
+
+
+def write_hub_folder(root, column: str = "translation", sizes=(120, 20, 20)):
+    for (split, n), seed in zip(zip(("train", "validation", "test"), sizes), (1, 2, 3)):
+        pairs = synthetic_pairs(n, seed=seed)
+        rows = {"translation": [{"en": e, "fr": f} for e, f in pairs]} if column == "translation" else \
+            {"en": [e for e, _ in pairs], "fr": [f for _, f in pairs]}
+        (root / "data").mkdir(parents=True, exist_ok=True)
+        datasets.Dataset.from_dict(rows).to_parquet(str(root / "data" / f"{split}-00000-of-00001.parquet"))
+    return root
+
+
+@pytest.mark.parametrize("column", ["translation", "en/fr"])
+def test_a_local_hub_folder_loads_offline(tmp_path, monkeypatch, column):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    folder = write_hub_folder(tmp_path / "hubset", column)
+    splits, report = load_corpus("hub", hub_id=str(folder))
+    assert sorted(splits) == ["test", "train", "valid"]
+    assert len(splits["valid"]) == 20 and len(splits["test"]) == 20
+    assert report.kept == len(splits["train"]) <= 120  # duplicates of the template corpus dropped
+    e, f = synthetic_pairs(20, seed=3)[0]
+    assert splits["test"][0]["en"] == e and splits["test"][0]["refs"] == [f]
+
+
+def test_a_hub_corpus_trains_through_the_data_module(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    folder = write_hub_folder(tmp_path / "hubset")
+    dm = make_datamodule(tmp_path / "unused", tmp_path / "cache", dataset="hub", hub_id=str(folder), vocab_size=320)
+    dm.prepare_data()
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    assert batch.src.size(0) > 0 and len(dm.splits["valid"]) == 20
+
+
+def test_hub_ids_name_a_config_after_a_colon(monkeypatch):
+    calls = []
+
+    def fake_load(name, config=None):
+        calls.append((name, config))
+        raise ConnectionError("offline")
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    with pytest.raises(DataError, match="offline, point data.hub_id at a local folder"):
+        load_corpus("hub", hub_id="wmt14:fr-en")
+    with pytest.raises(DataError):
+        load_corpus("hub", hub_id="opus_books")
+    assert calls == [("wmt14", "fr-en"), ("opus_books", None)]
+
+
+def test_hub_data_without_english_french_is_refused(tmp_path):
+    root = tmp_path / "deen"
+    (root / "data").mkdir(parents=True)
+    for split in ("train", "validation", "test"):
+        datasets.Dataset.from_dict({"translation": [{"de": "Hallo", "en": "Hello"}]}).to_parquet(
+            str(root / "data" / f"{split}-00000-of-00001.parquet"))
+    with pytest.raises(DataError, match="pick its English–French config"):
+        load_corpus("hub", hub_id=str(root))
