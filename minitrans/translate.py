@@ -55,10 +55,10 @@ class Translator:
         tokenizer: Its SentencePiece tokenizer.
         max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
         max_len_a, max_len_b: Output length limit ``a · src_len + b``.
-        bf16: Decode under bfloat16 autocast (native engine): 1.41-1.43x the sentences/s on
-            AMX CPUs, BLEU within 0.12 of fp32 (``scripts/benchmark_decode.py``, Multi30k
-            test_2016_flickr), at about twice the peak memory; off by default so that
-            results are exact.
+        bf16: Decode under bfloat16 autocast (native engine): 1.41-1.43x the sentences/s of
+            fp32 for the tiny model on AMX CPUs but 0.92x for the quickstart model
+            (``scripts/benchmark_decode.py``, README), BLEU within 0.12 of fp32, at about twice
+            the peak memory; off by default so that results are exact.
     """
 
     def __init__(self, model, tokenizer: Tokenizer, max_tokens: int = 6000,
