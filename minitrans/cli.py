@@ -240,8 +240,8 @@ def _load_translator(paths: list[str], a: argparse.Namespace):
     if a.ensemble:
         if a.engine == "ctranslate2":
             raise UsageError("--ensemble runs on the native engine: give .ckpt files without --engine ctranslate2.")
-        return Translator.from_checkpoints(paths, device=a.device, bf16=a.bf16)
-    return Translator.load(paths[0], a.engine, device=a.device, bf16=a.bf16)
+        return Translator.from_checkpoints(paths, device=a.device, bf16=a.bf16, int8=a.int8)
+    return Translator.load(paths[0], a.engine, device=a.device, bf16=a.bf16, int8=a.int8)
 
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
@@ -325,7 +325,7 @@ def cmd_serve(a: argparse.Namespace) -> None:
     settings = ServerSettings(max_sentences=a.max_sentences, max_chars=a.max_chars, max_queue=a.max_queue,
                               batching=not a.no_batching, batch_wait_ms=a.batch_wait_ms, timeout_s=a.timeout,
                               beam=a.beam, alpha=a.alpha)
-    serve(a.checkpoint, a.host, a.port, a.device, a.bf16, settings, a.engine)
+    serve(a.checkpoint, a.host, a.port, a.device, a.bf16, settings, a.engine, a.int8)
 
 
 def cmd_export(a: argparse.Namespace) -> None:
@@ -383,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", type=int, default=None, help="head to plot (default: mean over heads)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
+    p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation for CPU decoding (faster, not bit-exact)")
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", help=cmd_evaluate.__doc__)
@@ -400,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", default="outputs/eval")
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
+    p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation for CPU decoding (faster, not bit-exact)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("average", help=cmd_average.__doc__)
@@ -416,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="default length penalty of a request")
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
+    p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation for CPU decoding (faster, not bit-exact)")
     p.add_argument("--max-sentences", type=int, default=64, help="sentences per request (413 beyond)")
     p.add_argument("--max-chars", type=int, default=2000, help="characters per sentence (413 beyond)")
     p.add_argument("--max-queue", type=int, default=1024, help="sentences queued at once (503 beyond)")

@@ -45,7 +45,7 @@ import torch
 
 from minitrans.batching import pad
 from minitrans.config import ModelConfig
-from minitrans.errors import CheckpointError
+from minitrans.errors import CheckpointError, UsageError
 from minitrans.search import Hypothesis, beam_search, greedy_search, length_limits, length_penalty
 from minitrans.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
@@ -57,6 +57,19 @@ ENGINES = ("native", "ctranslate2")
 NEUTRAL_PENALTY = 1e-6
 
 
+def quantize_int8(model) -> None:
+    """Dynamic int8 quantisation, in place, for CPU decoding: every Linear layer and the output
+    projection get int8 weights; activations are quantised at run time (PyTorch's
+    ``quantize_dynamic``, FBGEMM kernels). A tied output projection (the largest matrix
+    product of a decoding step) first becomes a Linear layer of its own. Measured 1.20x the
+    fp32 beam-search rate with the same BLEU (README, Speed)."""
+    if model.output_proj is None:
+        weight = model.tgt_embed.weight
+        model.output_proj = torch.nn.Linear(weight.size(1), weight.size(0), bias=False)
+        model.output_proj.weight = torch.nn.Parameter(weight.detach().clone(), requires_grad=False)
+    torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
 class NativeEngine:
     """minitrans's Transformer with :func:`greedy_search` / :func:`beam_search`.
 
@@ -64,12 +77,17 @@ class NativeEngine:
         model: The Transformer (put in eval mode).
         max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
         bf16: Decode under bfloat16 autocast (faster on AMX CPUs, not bit-exact).
+        int8: Quantise the model's matrices to int8 first (CPU only; see :func:`quantize_int8`).
     """
 
     name = "native"
 
-    def __init__(self, model, max_tokens: int = 6000, bf16: bool = False) -> None:
+    def __init__(self, model, max_tokens: int = 6000, bf16: bool = False, int8: bool = False) -> None:
         self.model, self.max_tokens, self.bf16 = model.eval(), max_tokens, bf16
+        if int8:
+            if next(model.parameters()).device.type != "cpu" or not hasattr(model, "output_proj"):
+                raise UsageError("--int8 quantises one model for CPU decoding: use --device cpu, no --ensemble.")
+            quantize_int8(model)
 
     @property
     def config(self) -> ModelConfig:

@@ -315,11 +315,11 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
 
 
 def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, device: str = "cpu", bf16: bool = False,
-          settings: ServerSettings | None = None, engine: str | None = None) -> None:
+          settings: ServerSettings | None = None, engine: str | None = None, int8: bool = False) -> None:
     """Load the checkpoint (or exported folder) and serve it with uvicorn until SIGINT/SIGTERM."""
     import uvicorn
 
-    translator = Translator.load(checkpoint, engine, device=device, bf16=bf16)
+    translator = Translator.load(checkpoint, engine, device=device, bf16=bf16, **({"int8": True} if int8 else {}))
     app = create_app(translator, settings)
     log.info("serving %s on http://%s:%d", checkpoint, host, port)
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30)

@@ -88,19 +88,13 @@ def profile(args: argparse.Namespace) -> None:
 
 
 def quantize_int8(model, legacy: bool = False) -> None:
-    """Dynamic int8 quantisation of every Linear layer and of the output projection: int8
-    weights, activations quantised at run time. With torchao (PyTorch's recommended
-    quantisation library), or with the older ``torch.ao.quantization.quantize_dynamic`` (FBGEMM
-    kernels) when ``legacy``. The tied output projection (the largest matrix product of a
-    decoding step) becomes a Linear layer of its own first, so that it is quantised too."""
-    import torch
-
-    if model.output_proj is None:
-        weight = model.tgt_embed.weight
-        model.output_proj = torch.nn.Linear(weight.size(1), weight.size(0), bias=False)
-        model.output_proj.weight = torch.nn.Parameter(weight.detach().clone(), requires_grad=False)
+    """``native-int8-legacy``: minitrans's own ``--int8`` (:func:`minitrans.engines.quantize_int8`,
+    ``torch.ao.quantization.quantize_dynamic``); ``native-int8``: torchao's dynamic int8 config
+    (PyTorch's recommended quantisation library), Linear layers only."""
     if legacy:
-        torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        from minitrans.engines import quantize_int8 as native_int8
+
+        native_int8(model)
         return
     from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
 
