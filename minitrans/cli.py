@@ -347,6 +347,7 @@ def cmd_download(a: argparse.Namespace) -> None:
 
 
 MODEL_HELP = "a .ckpt, or a folder written by `minitrans export` (with --engine ctranslate2)"
+INT8_HELP = "dynamic int8 quantisation for CPU decoding (faster, not bit-exact)"
 ENSEMBLE_HELP = "decode several checkpoints (same tokenizer) as one model, averaging their probabilities"
 ENGINE_HELP = "native (PyTorch) or ctranslate2 (an exported folder); default: by what the model path is"
 
@@ -383,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", type=int, default=None, help="head to plot (default: mean over heads)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
-    p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation for CPU decoding (faster, not bit-exact)")
+    p.add_argument("--int8", action="store_true", help=INT8_HELP)
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", help=cmd_evaluate.__doc__)
@@ -401,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", default="outputs/eval")
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
-    p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation for CPU decoding (faster, not bit-exact)")
+    p.add_argument("--int8", action="store_true", help=INT8_HELP)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("average", help=cmd_average.__doc__)
@@ -418,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="default length penalty of a request")
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
-    p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation for CPU decoding (faster, not bit-exact)")
+    p.add_argument("--int8", action="store_true", help=INT8_HELP)
     p.add_argument("--max-sentences", type=int, default=64, help="sentences per request (413 beyond)")
     p.add_argument("--max-chars", type=int, default=2000, help="characters per sentence (413 beyond)")
     p.add_argument("--max-queue", type=int, default=1024, help="sentences queued at once (503 beyond)")

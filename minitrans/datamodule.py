@@ -315,13 +315,11 @@ class TranslationDataModule(L.LightningDataModule):
                 self._pairs[key] = PairDataset(_column(ds, "src_ids"), _column(ds, "tgt_ids"), refs)
         return self._pairs[key]
 
-    def _world(self) -> tuple[int, int]:
-        """(number of data-parallel processes, this one's rank)."""
-        return (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
-
     def train_sampler(self) -> TokenBatchSampler:
         data = self.pair_dataset("train")
-        world, rank = self._world()
+        world, rank = 1, 0
+        if self.trainer is not None:
+            world, rank = self.trainer.world_size, self.trainer.global_rank
         rows = None
         if self.hparams.dataset == "mixture":
             sizes, probs = self.mixture_sizes(), self.mixture_probabilities()

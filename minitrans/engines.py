@@ -155,17 +155,12 @@ class CTranslate2Engine:
         self.device = torch.device(device)
 
     def parameter_count(self) -> int:
-        """Counted from the config (CTranslate2 does not expose its tensors)."""
-        c = self.config
-        d, v = c.d_model, c.vocab_size
-        attention = 4 * d * d + 4 * d
-        ff = 2 * d * c.d_ff + c.d_ff + d
-        enc = c.n_encoder_layers * (attention + ff + 2 * 2 * d)
-        dec = c.n_decoder_layers * (2 * attention + ff + 3 * 2 * d)
-        final = 2 * 2 * d if c.norm_first else 0
-        embeddings = v * d * (1 if c.share_embeddings else 3)
-        learned = 2 * c.max_len * d if c.positional == "learned" else 0
-        return enc + dec + final + embeddings + learned
+        """The native model's count for this config (built on the meta device: no memory, no
+        weights), since CTranslate2 does not expose its tensors."""
+        from minitrans.transformer import Transformer
+
+        with torch.device("meta"):
+            return sum(p.numel() for p in Transformer(self.config).parameters())
 
     def search(self, sources: list[list[int]], beam_size: int, alpha: float, nbest: int, max_len_a: float,
                max_len_b: int, use_cache: bool = True) -> list[list[Hypothesis]]:

@@ -79,6 +79,3 @@ class MemoryList(list):
 
     def index_select(self, dim: int, index: Tensor) -> "MemoryList":
         return MemoryList(m.index_select(dim, index) for m in self)
-
-    def size(self, dim: int) -> int:
-        return self[0].size(dim)

@@ -73,4 +73,3 @@ def test_collate_adds_bos_eos_and_pads():
 def test_bad_budget():
     with pytest.raises(ValueError, match="max_tokens"):
         TokenBatchSampler([3], 0)
-

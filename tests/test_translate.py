@@ -85,4 +85,4 @@ def test_int8_decoding_stays_close_to_fp32(trained_checkpoint):
     sentences = [e for e, _ in synthetic_pairs(20, seed=41)]
     ref = Translator.from_checkpoint(trained_checkpoint).translate(sentences, beam_size=3)
     out = int8.translate(sentences, beam_size=3)
-    assert sum(a == b for a, b in zip(out, ref)) >= 18  # 20/20 when measured
+    assert sum(a == b for a, b in zip(out, ref)) >= 18
