@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from minitrans.attention import MultiHeadAttention
 from minitrans.cache import LayerCache
+from minitrans.dropout import Dropout
 
 
 class PositionalEncoding(nn.Module):
@@ -27,7 +28,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int, dropout: float = 0.0, learned: bool = False) -> None:
         super().__init__()
         self.max_len = max_len
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.learned = nn.Embedding(max_len, d_model) if learned else None
         # A non-persistent buffer: derived from the formula, so never stored in checkpoints.
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
@@ -83,7 +84,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm_first: bool, eps: float = 1e-5) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, sublayer) -> Tensor:

@@ -37,6 +37,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--d-ff", type=int, default=None, help="feed-forward width (default 4 x d-model)")
+    parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--vocab-size", type=int, default=5000)
     parser.add_argument("--max-tokens", type=int, default=2500)
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of: " + ", ".join(SETTINGS))
@@ -62,7 +64,8 @@ def main() -> None:
         bf16, fused = SETTINGS[name.strip()]
         torch.manual_seed(0)
         cfg = ModelConfig(vocab_size=args.vocab_size, d_model=args.d_model, n_heads=4, n_encoder_layers=args.layers,
-                          n_decoder_layers=args.layers, d_ff=4 * args.d_model, fused_attention=fused)
+                          n_decoder_layers=args.layers, d_ff=args.d_ff or 4 * args.d_model, dropout=args.dropout,
+                          fused_attention=fused)
         model = Transformer(cfg)
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
         tokens = seconds = 0.0
