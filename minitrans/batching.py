@@ -45,8 +45,11 @@ def pad(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> Tensor:
     return out
 
 
-def collate(examples: list[dict]) -> Batch:
-    """Examples ``{"src_ids", "tgt_ids", ["refs"], ["index"]}`` -> :class:`Batch`."""
+def collate(examples: list[dict]) -> Batch | None:
+    """Examples ``{"src_ids", "tgt_ids", ["refs"], ["index"]}`` -> :class:`Batch`; no examples (a
+    rank's padding batch in sharded evaluation) -> ``None``."""
+    if not examples:
+        return None
     src = pad([e["src_ids"] + [EOS_ID] for e in examples])
     tgt_in = pad([[BOS_ID] + e["tgt_ids"] for e in examples])
     tgt_out = pad([e["tgt_ids"] + [EOS_ID] for e in examples])
@@ -78,6 +81,29 @@ class PairDataset(Dataset):
         return [max(len(s), len(t)) + 1 for s, t in zip(self.src_ids, self.tgt_ids)]
 
 
+class ArrowPairDataset(Dataset):
+    """Tokenised training pairs read from the Arrow cache a batch at a time (``__getitems__``: one
+    Arrow ``take`` per batch), so a run's memory does not grow with the corpus: the ids of a corpus
+    of millions of pairs stay in the memory-mapped cache instead of Python lists.
+
+    Args:
+        table: A ``datasets.Dataset`` with ``src_ids`` and ``tgt_ids`` columns.
+    """
+
+    def __init__(self, table) -> None:
+        self.table = table.select_columns(["src_ids", "tgt_ids"])
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __getitem__(self, i: int) -> dict:
+        return {**self.table[i], "index": i}
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        rows = self.table[indices]  # {"src_ids": [...], "tgt_ids": [...]}
+        return [{"src_ids": s, "tgt_ids": t, "index": i} for s, t, i in zip(rows["src_ids"], rows["tgt_ids"], indices)]
+
+
 class TokenBatchSampler(Sampler[list[int]]):
     """Length-bucketed batches of at most ``max_tokens`` padded positions.
 
@@ -98,11 +124,14 @@ class TokenBatchSampler(Sampler[list[int]]):
         epoch_rows: Optional ``epoch -> row numbers`` of the examples an epoch draws (rows
             may repeat: a corpus mixture oversamples its small components); default: every
             example once.
+        keep_all: With ``num_replicas > 1``, serve every batch (evaluation: each rank scores its
+            share, nothing is dropped) and give the ranks with fewer batches empty ones (``[]``,
+            collated to ``None``) so that all ranks still take the same number of steps.
     """
 
     def __init__(self, lengths: Sequence[int], max_tokens: int, shuffle: bool = True, seed: int = 0,
                  num_replicas: int = 1, rank: int = 0, max_sentences: int | None = None,
-                 epoch_rows: Callable[[int], Sequence[int]] | None = None) -> None:
+                 epoch_rows: Callable[[int], Sequence[int]] | None = None, keep_all: bool = False) -> None:
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be positive, got {max_tokens}.")
         self.lengths = list(lengths)
@@ -113,6 +142,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch_rows = epoch_rows
+        self.keep_all = keep_all
         self.epoch = 0
         self.skip = 0  # batches to skip once, when resuming mid-epoch
         self._cached: tuple[int, list[list[int]]] | None = None
@@ -152,8 +182,10 @@ class TokenBatchSampler(Sampler[list[int]]):
     def _my_batches(self) -> list[list[int]]:
         batches = self.all_batches()
         if self.num_replicas > 1:
-            per_rank = len(batches) // self.num_replicas
-            batches = batches[self.rank::self.num_replicas][:per_rank]
+            mine = batches[self.rank::self.num_replicas]
+            if self.keep_all:  # ceil(len / replicas) steps on every rank
+                return mine + [[]] * (-(-len(batches) // self.num_replicas) - len(mine))
+            return mine[:len(batches) // self.num_replicas]
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:

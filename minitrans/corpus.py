@@ -17,18 +17,20 @@ reference) and ``refs`` (all French references of that English sentence).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import random
 import unicodedata
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 
 from minitrans.errors import DataError  # noqa: F401  (re-exported)
-from minitrans.textio import iter_lines, read_lines
+from minitrans.textio import iter_lines
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +61,17 @@ def _require_file(path: Path, what: str, hint: str = DATA_HINT) -> None:
         raise DataError(f"{what} is empty: {path}. Replace it with a complete copy of the corpus.")
 
 
-def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
-    """Pairs from an ``English<TAB>French[<TAB>anything]`` file, raw (not cleaned).
-    Lines are read as :mod:`minitrans.textio` reads them (``\n`` only, BOM dropped, UTF-8)."""
+def iter_tsv(path: str | os.PathLike) -> Iterator[tuple[str, str]]:
+    """Pairs from an ``English<TAB>French[<TAB>anything]`` file, raw (not cleaned), one at a time.
+    Lines are read as :mod:`minitrans.textio` reads them (``\n`` only, BOM dropped, UTF-8). The
+    file is checked at once; a malformed line raises when the reading reaches it."""
     path = Path(path)
     _require_file(path, "Parallel TSV file")
-    pairs = []
+    return _tsv_pairs(path)
+
+
+def _tsv_pairs(path: Path) -> Iterator[tuple[str, str]]:
+    found = False
     with open(path, "rb") as f:
         for number, line in enumerate(iter_lines(f, str(path)), 1):
             if not line.strip():
@@ -75,26 +82,46 @@ def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
                     f"{path}, line {number}: expected 'English<TAB>French' but found no tab: "
                     f"{line[:80]!r}. Fix or delete that line."
                 )
-            pairs.append((fields[0], fields[1]))
-    if not pairs:
+            found = True
+            yield fields[0], fields[1]
+    if not found:
         raise DataError(f"{path} holds no sentence pairs (only blank lines).")
-    return pairs
+
+
+def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """Every pair of :func:`iter_tsv`, as a list."""
+    return list(iter_tsv(path))
+
+
+def iter_aligned(src_path: str | os.PathLike, tgt_path: str | os.PathLike,
+                 hint: str = DATA_HINT) -> Iterator[tuple[str, str]]:
+    """Pairs from two files aligned by line (line i of one translates line i of the other), one
+    at a time. Both files are checked at once; unequal line counts raise at the end."""
+    src_path, tgt_path = Path(src_path), Path(tgt_path)
+    _require_file(src_path, "Source file", hint)
+    _require_file(tgt_path, "Target file", hint)
+    return _aligned_pairs(src_path, tgt_path)
+
+
+def _aligned_pairs(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
+    counts = [0, 0]
+    with open(src_path, "rb") as s, open(tgt_path, "rb") as t:
+        for src, tgt in itertools.zip_longest(iter_lines(s, str(src_path)), iter_lines(t, str(tgt_path))):
+            counts[0] += src is not None
+            counts[1] += tgt is not None
+            if src is not None and tgt is not None:
+                yield src, tgt
+    if counts[0] != counts[1]:
+        raise DataError(
+            f"Aligned files differ in line count: {src_path} has {counts[0]} lines, {tgt_path} has "
+            f"{counts[1]}. Each line of one must translate the same line of the other."
+        )
 
 
 def read_aligned(src_path: str | os.PathLike, tgt_path: str | os.PathLike,
                  hint: str = DATA_HINT) -> list[tuple[str, str]]:
-    """Pairs from two files aligned by line (line i of one translates line i of the other)."""
-    src_path, tgt_path = Path(src_path), Path(tgt_path)
-    _require_file(src_path, "Source file", hint)
-    _require_file(tgt_path, "Target file", hint)
-    src = read_lines(src_path)
-    tgt = read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise DataError(
-            f"Aligned files differ in line count: {src_path} has {len(src)} lines, {tgt_path} has "
-            f"{len(tgt)}. Each line of one must translate the same line of the other."
-        )
-    return list(zip(src, tgt))
+    """Every pair of :func:`iter_aligned`, as a list."""
+    return list(iter_aligned(src_path, tgt_path, hint))
 
 
 @dataclass
@@ -109,15 +136,25 @@ class CleaningReport:
         return f"kept {self.kept} pairs; dropped {dropped}"
 
 
+def reject_reason(en: str, fr: str, max_chars: int) -> str | None:
+    """Why a cleaned training pair is dropped (a reason of :class:`CleaningReport`), or None."""
+    if not en or not fr:
+        return "empty"
+    if len(en) > max_chars or len(fr) > max_chars:
+        return f"longer than {max_chars} characters"
+    return None
+
+
 def clean_train_pairs(pairs, max_chars: int = 400) -> tuple[list[tuple[str, str]], CleaningReport]:
-    """Clean training pairs: normalise, drop empty, over-long and exact-duplicate pairs."""
+    """Clean training pairs in memory: normalise, drop empty, over-long and exact-duplicate pairs.
+    The reference that :func:`minitrans.stream.build_train_split` (what preparation uses, in
+    bounded memory) is tested against."""
     report, seen, out = CleaningReport(), set(), []
     for en, fr in pairs:
         en, fr = clean(en), clean(fr)
-        if not en or not fr:
-            report.dropped["empty"] += 1
-        elif len(en) > max_chars or len(fr) > max_chars:
-            report.dropped[f"longer than {max_chars} characters"] += 1
+        why = reject_reason(en, fr, max_chars)
+        if why:
+            report.dropped[why] += 1
         elif (en, fr) in seen:
             report.dropped["exact duplicates"] += 1
         else:
@@ -146,11 +183,6 @@ def aligned_split(pairs) -> datasets.Dataset:
     en = [clean(s) for s, _ in pairs]
     fr = [clean(t) for _, t in pairs]
     return datasets.Dataset.from_dict({"en": en, "fr": fr, "refs": [[t] for t in fr]})
-
-
-def train_split(pairs) -> datasets.Dataset:
-    return datasets.Dataset.from_dict({
-        "en": [en for en, _ in pairs], "fr": [fr for _, fr in pairs], "refs": [[fr] for _, fr in pairs]})
 
 
 def grouped_split(pairs, valid_size: int, test_size: int, seed: int, max_group: int = 8):
@@ -201,18 +233,34 @@ def grouped_split(pairs, valid_size: int, test_size: int, seed: int, max_group: 
     return splits["train"], splits["valid"], splits["test"]
 
 
-def _assemble(pairs: dict, make_eval_split, max_chars: int) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
-    """Clean the ``train`` pairs into a training split; turn every other split into an
-    evaluation split with ``make_eval_split``."""
-    pairs = dict(pairs)
-    train, report = clean_train_pairs(pairs.pop("train"), max_chars)
-    return {"train": train_split(train), **{s: make_eval_split(p) for s, p in pairs.items()}}, report
+def _assemble(train: Callable[[], Iterable[tuple[str, str]]] | None, evals: dict, make_eval_split, max_chars: int,
+              build_dir: str | os.PathLike | None) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
+    """Stream the pairs of ``train()`` into a cleaned training split (skipped when ``train`` is
+    None); turn every other split into an evaluation split with ``make_eval_split``."""
+    from minitrans.stream import build_train_split  # stream builds on this module's cleaning
+
+    splits = {s: make_eval_split(p) for s, p in evals.items()}
+    report = CleaningReport()
+    if train is not None:
+        splits["train"], report = build_train_split(train, max_chars, build_dir)
+    return splits, report
 
 
 def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: dict[str, str] | None = None,
                 hub_id: str | None = None, valid_size: int = 1000, test_size: int = 2000, seed: int = 1,
-                max_chars: int = 400) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
+                max_chars: int = 400, build_dir: str | os.PathLike | None = None,
+                with_train: bool = True) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
     """Load and clean a corpus into splits (see the module docstring for the sources).
+
+    The training split is streamed from its file into Arrow (:mod:`minitrans.stream`): memory
+    stays bounded however large it is, except for a ``tsv`` corpus without valid and test files,
+    whose grouped split (:func:`grouped_split`) needs every pair in memory.
+
+    Args:
+        build_dir: Where the training split's Arrow files go (they must outlive the split);
+            ``None`` keeps it in memory.
+        with_train: ``False`` skips the training split when it is not needed to make the others
+            (evaluation).
 
     Returns:
         ``({split name: Dataset}, report of what cleaning dropped from train)``.
@@ -223,40 +271,72 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
         files.setdefault("train", str(root / "tatoeba-fra-eng" / "fra.txt"))
         dataset = "tsv"
     if dataset == "multi30k":
-        pairs = {split: read_aligned(root / "multi30k" / f"{name}.en", root / "multi30k" / f"{name}.fr")
+        paths = {split: (root / "multi30k" / f"{name}.en", root / "multi30k" / f"{name}.fr")
                  for split, name in MULTI30K_SPLITS.items()}
-        return _assemble(pairs, aligned_split, max_chars)
+        train_paths = paths.pop("train")
+        iter_aligned(*train_paths)  # a missing or empty training file fails before any work
+        train = lambda: iter_aligned(*train_paths)  # noqa: E731
+        evals = {split: read_aligned(*p) for split, p in paths.items()}
+        return _assemble(train if with_train else None, evals, aligned_split, max_chars, build_dir)
     if dataset == "tsv":
         if "train" not in files:
             raise DataError("dataset 'tsv' needs data.files with at least a 'train' entry (a TSV path).")
-        raw = {split: read_tsv(path) for split, path in files.items()}
-        if "valid" in raw and "test" in raw:
-            train_pairs = raw.pop("train")
+        iter_tsv(files["train"])  # checked at once, read while streaming
+        evals = {split: read_tsv(path) for split, path in files.items() if split != "train"}
+        if "valid" in evals and "test" in evals:
+            train = lambda: iter_tsv(files["train"])  # noqa: E731
         else:
-            train_pairs, valid, test = grouped_split(raw.pop("train"), valid_size, test_size, seed)
-            raw.setdefault("valid", valid)
-            raw.setdefault("test", test)
-        return _assemble({"train": train_pairs, **raw}, eval_split, max_chars)
+            train_pairs, valid, test = grouped_split(read_tsv(files["train"]), valid_size, test_size, seed)
+            evals.setdefault("valid", valid)
+            evals.setdefault("test", test)
+            train = lambda: train_pairs  # noqa: E731
+        return _assemble(train if with_train else None, evals, eval_split, max_chars, build_dir)
     if dataset == "aligned":
         missing = {"train", "valid", "test"} - set(files)
         if missing:
             raise DataError(f"dataset 'aligned' needs data.files entries for {sorted(missing)} "
                             "(each a path prefix with PREFIX.en and PREFIX.fr beside it).")
-        pairs = {split: read_aligned(f"{prefix}.en", f"{prefix}.fr") for split, prefix in files.items()}
-        return _assemble(pairs, aligned_split, max_chars)
+        iter_aligned(f"{files['train']}.en", f"{files['train']}.fr")
+        evals = {split: read_aligned(f"{prefix}.en", f"{prefix}.fr") for split, prefix in files.items()
+                 if split != "train"}
+        train = lambda: iter_aligned(f"{files['train']}.en", f"{files['train']}.fr")  # noqa: E731
+        return _assemble(train if with_train else None, evals, aligned_split, max_chars, build_dir)
     if dataset == "hub":
-        return _load_hub(hub_id, max_chars)
+        return _load_hub(hub_id, max_chars, build_dir, with_train)
     raise DataError(f"Unknown dataset {dataset!r}; choose tatoeba, multi30k, tsv, aligned or hub.")
 
 
 HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
 
 
-def _load_hub(hub_id: str | None, max_chars: int):
+def _hub_pairs(split: datasets.Dataset, hub_id: str, split_name: str) -> Iterator[tuple[str, str]]:
+    """``(en, fr)`` pairs of a hub split, read in Arrow batches (never the whole column at once)."""
+    columns = split.column_names
+    if "translation" in columns:
+        first = split[0]["translation"] if len(split) else {"en": "", "fr": ""}
+        if not {"en", "fr"} <= set(first):
+            raise DataError(f"Hub dataset {hub_id!r}: its translations hold {sorted(first)}, not 'en' and "
+                            "'fr'; pick its English–French config (hub_id 'name:config').")
+        for batch in split.select_columns(["translation"]).iter(batch_size=_HUB_BATCH):
+            yield from ((row["en"], row["fr"]) for row in batch["translation"])
+    elif {"en", "fr"} <= set(columns):
+        for batch in split.select_columns(["en", "fr"]).iter(batch_size=_HUB_BATCH):
+            yield from zip(batch["en"], batch["fr"])
+    else:
+        raise DataError(f"Hub dataset {hub_id!r}, split {split_name!r}: no 'translation' column and no "
+                        f"'en'/'fr' columns (it has {columns}).")
+
+
+_HUB_BATCH = 10_000
+
+
+def _load_hub(hub_id: str | None, max_chars: int, build_dir: str | os.PathLike | None = None,
+              with_train: bool = True):
     """A dataset in the Hugging Face hub's format: an id (``wmt14:fr-en`` names a config after a
     colon) or a local folder of its files. Splits ``train``/``validation``/``test``, each with
     a ``translation`` column of ``{"en": ..., "fr": ...}`` (WMT, OPUS style) or ``en``/``fr``
-    columns."""
+    columns. ``datasets`` keeps the splits as memory-mapped Arrow; the training pairs are read
+    from it in batches."""
     if not hub_id:
         raise DataError("dataset 'hub' needs data.hub_id: a hub id such as 'wmt14:fr-en' (name:config) or a "
                         "local folder in the hub's format.")
@@ -268,20 +348,11 @@ def _load_hub(hub_id: str | None, max_chars: int):
             f"Could not load hub dataset {hub_id!r} ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
             "). A hub id needs the network (or the datasets cache); offline, point data.hub_id at a local folder "
             "in the hub's format, or use local files (dataset tsv or aligned).") from None
-    out = {}
-    for split, split_name in HUB_SPLITS.items():
+    for split_name in HUB_SPLITS.values():
         if split_name not in loaded:
             raise DataError(f"Hub dataset {hub_id!r} has no {split_name!r} split; it has {sorted(loaded)}.")
-        columns = loaded[split_name].column_names
-        if "translation" in columns:
-            rows = loaded[split_name]["translation"]
-            if rows and not {"en", "fr"} <= set(rows[0]):
-                raise DataError(f"Hub dataset {hub_id!r}: its translations hold {sorted(rows[0])}, not 'en' and "
-                                "'fr'; pick its English–French config (hub_id 'name:config').")
-            out[split] = [(row["en"], row["fr"]) for row in rows]
-        elif {"en", "fr"} <= set(columns):
-            out[split] = list(zip(loaded[split_name]["en"], loaded[split_name]["fr"]))
-        else:
-            raise DataError(f"Hub dataset {hub_id!r}, split {split_name!r}: no 'translation' column and no "
-                            f"'en'/'fr' columns (it has {columns}).")
-    return _assemble(out, aligned_split, max_chars)
+    evals = {split: list(_hub_pairs(loaded[name], hub_id, name)) for split, name in HUB_SPLITS.items()
+             if split != "train"}
+    next(_hub_pairs(loaded["train"], hub_id, "train"), None)  # a malformed split fails before any work
+    train = lambda: _hub_pairs(loaded["train"], hub_id, "train")  # noqa: E731
+    return _assemble(train if with_train else None, evals, aligned_split, max_chars, build_dir)

@@ -13,18 +13,19 @@ import json
 import logging
 import os
 import shutil
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import datasets
 import lightning as L
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from minitrans.batching import PairDataset, SampledPairDataset, TokenBatchSampler, collate
+from minitrans.batching import ArrowPairDataset, PairDataset, SampledPairDataset, TokenBatchSampler, collate
 from minitrans.corpus import MULTI30K_SPLITS, DataError, load_corpus, resolve_data_dir
+from minitrans.stream import numeric_column, spm_sample
 from minitrans.mixture import CorpusSpec, check_specs, decontaminate, epoch_rows, probabilities
 from minitrans.tokenizer import Tokenizer
 
@@ -45,6 +46,12 @@ def source_files(dataset: str, data_dir: str | None, files: dict[str, str] | Non
     if dataset == "aligned":
         return [Path(f"{p}.{lang}") for p in (files or {}).values() for lang in ("en", "fr")]
     return [Path(p) for p in (files or {}).values()]
+
+
+def _lengths(ds: datasets.Dataset) -> list[int]:
+    """Padded cost of each example (the longer side + 1, as :meth:`PairDataset.lengths`), read
+    from the length columns: the token ids stay on disk."""
+    return (np.maximum(numeric_column(ds, "src_len"), numeric_column(ds, "tgt_len")) + 1).tolist()
 
 
 def _column(ds: datasets.Dataset, name: str) -> list:
@@ -207,37 +214,48 @@ class TranslationDataModule(L.LightningDataModule):
         started = time.perf_counter()
         h = self.hparams
         log.info("Preparing %s (cache %s)...", h.dataset, path)
-        if h.dataset == "mixture":
-            splits, report, spm_text = self._load_mixture()
-        else:
-            splits, report = load_corpus(h.dataset, h.data_dir, h.files, h.hub_id, h.valid_size, h.test_size, h.seed)
-            spm_text = _column(splits["train"], "en") + _column(splits["train"], "fr")
-        tokenizer = Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
-
-        def tokenize(rows: dict) -> dict:
-            src, tgt = tokenizer.encode(rows["en"]), tokenizer.encode(rows["fr"])
-            return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src],
-                    "tgt_len": [len(t) for t in tgt]}
-
         # A folder of this process's own: two `prepare` runs started together never share it.
         tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        for name, split in splits.items():
-            split = split.map(tokenize, batched=True, batch_size=2000, desc=f"tokenising {name}")
-            if name.rsplit("/", 1)[-1] == "train":
-                before = len(split)
-                split = split.filter(lambda r: max(r["src_len"], r["tgt_len"]) < h.max_len,
-                                     desc="dropping over-long pairs")
-                part = report.parts[name.split("/")[0]] if isinstance(report, MixtureReport) else report
-                if before - len(split):
-                    part.dropped[f"longer than {h.max_len - 1} pieces"] += before - len(split)
-                    part.kept = len(split)
-                if not len(split):
-                    raise DataError(f"No training pair of {name!r} is left after cleaning ({part}): "
-                                    f"check the corpus and data.max_len ({h.max_len}).")
-            split.save_to_disk(str(tmp / name))
-        tokenizer.save(tmp / "spm.model")
+        build = tmp / "_build"  # the streamed training splits' Arrow files, until saved
+        build.mkdir(parents=True)
+        try:
+            if h.dataset == "mixture":
+                splits, report, spm_text = self._load_mixture(build)
+            else:
+                splits, report = load_corpus(h.dataset, h.data_dir, h.files, h.hub_id, h.valid_size, h.test_size, h.seed,
+                                             build_dir=build)
+                spm_text = spm_sample(splits["train"], h.seed)
+            tokenizer = Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
+            del spm_text
+
+            def tokenize(rows: dict) -> dict:
+                src, tgt = tokenizer.encode(rows["en"]), tokenizer.encode(rows["fr"])
+                return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src],
+                        "tgt_len": [len(t) for t in tgt]}
+
+            def short(src_len: list[int], tgt_len: list[int]) -> list[bool]:
+                return [max(a, b) < h.max_len for a, b in zip(src_len, tgt_len)]
+
+            for name, split in splits.items():
+                split = split.map(tokenize, batched=True, batch_size=2000, desc=f"tokenising {name}")
+                if name.rsplit("/", 1)[-1] == "train":
+                    before = len(split)
+                    split = split.filter(short, input_columns=["src_len", "tgt_len"], batched=True,
+                                         batch_size=10_000, desc="dropping over-long pairs")
+                    part = report.parts[name.split("/")[0]] if isinstance(report, MixtureReport) else report
+                    if before - len(split):
+                        part.dropped[f"longer than {h.max_len - 1} pieces"] += before - len(split)
+                        part.kept = len(split)
+                    if not len(split):
+                        raise DataError(f"No training pair of {name!r} is left after cleaning ({part}): "
+                                        f"check the corpus and data.max_len ({h.max_len}).")
+                split.save_to_disk(str(tmp / name))
+            tokenizer.save(tmp / "spm.model")
+            shutil.rmtree(build)  # the saved splits are copies
+        except BaseException:  # nothing of a failed preparation stays behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         done = {"cleaning": str(report), "splits": {n: len(s) for n, s in splits.items()},
                 **({"mixture": report.to_dict()} if isinstance(report, MixtureReport) else {}),
                 "seconds": round(time.perf_counter() - started, 1)}
@@ -270,14 +288,15 @@ class TranslationDataModule(L.LightningDataModule):
                 raise DataError(f"data.test_split {self.hparams.test_split!r} is not one of "
                                 f"{sorted(k.rsplit('/', 1)[-1] for k in self.splits)}.")
 
-    def _load_mixture(self) -> tuple[dict[str, datasets.Dataset], Any, list[str]]:
+    def _load_mixture(self, build: Path) -> tuple[dict[str, datasets.Dataset], Any, list[str]]:
         """Every component's splits (``<name>/<split>``), decontaminated training splits,
         and the SentencePiece training text: one epoch's weighted sample of both sides, so the
         joint vocabulary serves each corpus by its share of training, not by its raw size."""
         h = self.hparams
         splits, reports = {}, []
         for c in self.corpora:
-            parts, report = load_corpus(c.dataset, h.data_dir, c.files, c.hub_id, c.valid_size, c.test_size, h.seed)
+            parts, report = load_corpus(c.dataset, h.data_dir, c.files, c.hub_id, c.valid_size, c.test_size, h.seed,
+                                        build_dir=build / c.name)
             splits.update({f"{c.name}/{name}": ds for name, ds in parts.items()})
             reports.append((c.name, report))
         held_out = [ds for key, ds in splits.items() if not key.endswith("/train")]
@@ -299,8 +318,10 @@ class TranslationDataModule(L.LightningDataModule):
         return json.loads((self.cache_path / "done.json").read_text())
 
     # -- loaders ---------------------------------------------------------------------
-    def pair_dataset(self, split: str, limit: int | None = None) -> PairDataset:
-        """A split as Python lists (converted once per split and limit, then reused)."""
+    def pair_dataset(self, split: str, limit: int | None = None) -> PairDataset | ArrowPairDataset:
+        """A split as a map-style dataset (built once per split and limit, then reused): the
+        training split read from the Arrow cache batch by batch (its size is unbounded), the
+        evaluation splits as Python lists, and sampled segmentations from the text."""
         key = (split, limit)
         if key not in self._pairs:
             ds = self.splits[split]
@@ -311,20 +332,19 @@ class TranslationDataModule(L.LightningDataModule):
                 self._pairs[key] = SampledPairDataset(
                     _column(ds, "src_ids"), _column(ds, "tgt_ids"), _column(ds, "en"), _column(ds, "fr"),
                     self.tokenizer, self.hparams.subword_alpha, self.hparams.max_len - 1)
+            elif split == "train":
+                self._pairs[key] = ArrowPairDataset(ds)
             else:
                 self._pairs[key] = PairDataset(_column(ds, "src_ids"), _column(ds, "tgt_ids"), refs)
         return self._pairs[key]
 
     def train_sampler(self) -> TokenBatchSampler:
-        data = self.pair_dataset("train")
-        world, rank = 1, 0
-        if self.trainer is not None:
-            world, rank = self.trainer.world_size, self.trainer.global_rank
+        world, rank = self._rank()
         rows = None
         if self.hparams.dataset == "mixture":
             sizes, probs = self.mixture_sizes(), self.mixture_probabilities()
             rows = lambda epoch: epoch_rows(sizes, probs, self.hparams.seed + epoch)  # noqa: E731
-        return TokenBatchSampler(data.lengths(), self.hparams.max_tokens, shuffle=True, seed=self.hparams.seed,
+        return TokenBatchSampler(_lengths(self.splits["train"]), self.hparams.max_tokens, shuffle=True, seed=self.hparams.seed,
                                  num_replicas=world, rank=rank, epoch_rows=rows)
 
     def mixture_sizes(self) -> list[int]:
@@ -350,9 +370,19 @@ class TranslationDataModule(L.LightningDataModule):
             progress=progress, generator=self._generator())
         return self._train_loader
 
+    def _rank(self) -> tuple[int, int]:
+        """``(world size, this process's rank)``: ``(1, 0)`` outside a distributed run."""
+        if self.trainer is None:
+            return 1, 0
+        return self.trainer.world_size, self.trainer.global_rank
+
     def _eval_loader(self, split: str, limit: int | None = None) -> DataLoader:
+        """Evaluation batches, sorted by length; under DDP each rank takes its share of them
+        (the model sums the BLEU statistics of all ranks)."""
         data = self.pair_dataset(split, limit)
-        sampler = TokenBatchSampler(data.lengths(), self.hparams.eval_max_tokens, shuffle=False)
+        world, rank = self._rank()
+        sampler = TokenBatchSampler(data.lengths(), self.hparams.eval_max_tokens, shuffle=False,
+                                    num_replicas=world, rank=rank, keep_all=True)
         return DataLoader(data, batch_sampler=sampler, collate_fn=collate, num_workers=self.hparams.num_workers,
                           generator=self._generator())
 
@@ -384,9 +414,9 @@ class TranslationDataModule(L.LightningDataModule):
         for name, split in self.splits.items():
             row: dict[str, Any] = {"pairs": len(split)}
             for side in ("src", "tgt"):
-                lens = sorted(_column(split, f"{side}_len"))
-                row[f"{side}_mean"] = round(statistics.fmean(lens), 1) if lens else 0
-                row[f"{side}_p95"] = lens[int(0.95 * (len(lens) - 1))] if lens else 0
+                lens = np.sort(numeric_column(split, f"{side}_len"))
+                row[f"{side}_mean"] = round(float(lens.mean()), 1) if len(lens) else 0
+                row[f"{side}_p95"] = int(lens[int(0.95 * (len(lens) - 1))]) if len(lens) else 0
             out["splits"][name] = row
         text = [t for _, key in self.eval_sets("valid") for col in ("en", "fr") for t in _column(self.splits[key], col)]
         out["byte_fallback_rate_valid"] = round(self.tokenizer.byte_fallback_rate(text), 5)

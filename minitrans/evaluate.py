@@ -62,8 +62,8 @@ def load_eval_data(dataset: str | None, split: str, src: str | None, refs: list[
     if dataset is None:
         raise DataError("Give --dataset (with --split) or --src and --ref files.")
     settings = {k: v for k, v in (split_settings or {}).items() if k in ("valid_size", "test_size", "seed")}
-    splits, _ = load_corpus(dataset, data_dir, files=files, hub_id=hub_id, **settings)
     split = SPLIT_ALIASES.get(split, split)
+    splits, _ = load_corpus(dataset, data_dir, files=files, hub_id=hub_id, with_train=split == "train", **settings)
     if split not in splits:
         raise DataError(f"Dataset {dataset!r} has no split {split!r}; it has {sorted(splits)}.")
     data = splits[split]
