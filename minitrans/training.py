@@ -36,6 +36,26 @@ def corpus_bleu(hyps: list[str], refs: list[list[str]]) -> sacrebleu.metrics.ble
     return sacrebleu.BLEU().corpus_score(hyps, reference_streams(refs))
 
 
+def bleu_statistics(hyps: list[str], refs: list[list[str]]) -> list[float]:
+    """``[sentences, hypothesis length, reference length, 4 n-gram matches, 4 n-gram totals]``:
+    sacreBLEU's corpus statistics, which add up over sentences, so the sums of shards' statistics
+    give the BLEU of the whole set (:func:`bleu_from_statistics`), never an average of scores."""
+    if not hyps:
+        return [0.0] * 11
+    score = corpus_bleu(hyps, refs)
+    return [len(hyps), score.sys_len, score.ref_len, *score.counts, *score.totals]
+
+
+def bleu_from_statistics(stats) -> float:
+    """Corpus BLEU from (summed) :func:`bleu_statistics`, with sacreBLEU's default settings."""
+    stats = [int(round(float(x))) for x in stats]
+    default = sacrebleu.BLEU()
+    return sacrebleu.BLEU.compute_bleu(
+        stats[3:7], stats[7:11], stats[1], stats[2], smooth_method=default.smooth_method,
+        smooth_value=default.smooth_value, effective_order=default.effective_order,
+        max_ngram_order=default.max_ngram_order).score
+
+
 def smoothed_loss(logits: torch.Tensor, gold: torch.Tensor, epsilon: float, pad_id: int = PAD_ID
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Label-smoothed cross-entropy and plain NLL from one log-softmax.
@@ -149,7 +169,9 @@ class TranslationModule(L.LightningModule):
     def on_validation_epoch_start(self) -> None:
         self._val = {}
 
-    def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+    def validation_step(self, batch: Batch | None, batch_idx: int, dataloader_idx: int = 0) -> None:
+        if batch is None:  # a padding batch of sharded evaluation: this rank's share is done
+            return
         state = self._val.setdefault(dataloader_idx, {"hyps": [], "refs": [], "sums": torch.zeros(3)})
         loss, nll, n_tokens = self._losses(batch)
         state["sums"] += torch.stack([loss.detach().cpu(), nll.cpu(), n_tokens.cpu().float()])
@@ -166,13 +188,19 @@ class TranslationModule(L.LightningModule):
         over corpora, or one corpus's values when ``data.val_select`` names it (``ppl`` is
         left out: a mean of perplexities means little).
         """
+        n_loaders = len(self._eval_names) if self._eval_names else 1
+        states = [self._val.get(i, {"hyps": [], "refs": [], "sums": torch.zeros(3)}) for i in range(n_loaders)]
+        table = torch.tensor([[*s["sums"].tolist(), *bleu_statistics(s["hyps"], s["refs"])] for s in states],
+                             dtype=torch.float64)  # (loaders, 3 loss sums + 11 BLEU statistics)
+        if self.trainer.world_size > 1:  # each rank scored its share: add the shares up
+            table = self.trainer.strategy.reduce(table.to(self.device), reduce_op="sum").cpu()
         per: dict[str, dict[str, float]] = {}
-        for idx, state in sorted(self._val.items()):
-            loss, nll, n = state["sums"].tolist()
+        for idx, sums in enumerate(table.tolist()):
+            loss, nll, n = sums[:3]
             n = max(n, 1.0)
             row = {"loss": loss / n, "ppl": math.exp(min(nll / n, 50.0))}
-            if state["hyps"]:
-                row["bleu"] = corpus_bleu(state["hyps"], state["refs"]).score
+            if sums[3] > 0:  # sentences were decoded
+                row["bleu"] = bleu_from_statistics(sums[3:])
             name = self._eval_names[idx] if self._eval_names else None
             per[name] = row
         if None in per or not per:
@@ -191,8 +219,8 @@ class TranslationModule(L.LightningModule):
         if self._fit_started is not None and not self.trainer.sanity_checking:
             # Wall-clock minutes since fit began: learning curves against time, not steps.
             self.log("wall_minutes", (time.perf_counter() - self._fit_started) / 60, sync_dist=True)
-        # Every rank validates the same sentences (no distributed sampler), so the values
-        # agree across ranks; sync_dist only keeps Lightning's DDP bookkeeping consistent.
+        # Each rank validated its share and _eval_metrics summed the shares' statistics, so the
+        # values agree across ranks; sync_dist only keeps Lightning's DDP bookkeeping consistent.
         for key, value in self._eval_metrics().items():
             self.log(f"val_{key}", value, prog_bar=key in ("loss", "bleu"), sync_dist=True)
         self._last_step_time = None  # validation time is not training throughput

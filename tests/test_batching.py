@@ -73,3 +73,16 @@ def test_collate_adds_bos_eos_and_pads():
 def test_bad_budget():
     with pytest.raises(ValueError, match="max_tokens"):
         TokenBatchSampler([3], 0)
+
+
+def test_sharded_evaluation_serves_every_batch_once_with_equal_step_counts():
+    lengths = [3, 9, 4, 7, 2, 8, 5, 6, 1, 10, 3]
+    whole = TokenBatchSampler(lengths, max_tokens=12, shuffle=False).all_batches()
+    assert len(whole) % 3  # not a multiple of the ranks: some ranks need a padding batch
+    shards = [list(TokenBatchSampler(lengths, 12, shuffle=False, num_replicas=3, rank=r, keep_all=True))
+              for r in range(3)]
+    assert len({len(s) for s in shards}) == 1  # DDP: every rank takes the same number of steps
+    served = [b for s in shards for b in s if b]
+    assert sorted(served) == sorted(whole)  # every batch once, none dropped
+    assert sum(1 for s in shards for b in s if not b) == -len(whole) % 3
+    assert collate([]) is None

@@ -68,3 +68,16 @@ def test_averaging_mismatched_checkpoints_fails_cleanly(trained_checkpoint, tmp_
     save_atomic({**ckpt, "minitrans": {**ckpt["minitrans"], "tokenizer_fingerprint": fingerprint}}, tmp_path / "tok.ckpt")
     with pytest.raises(CheckpointError, match="different SentencePiece"):
         average_checkpoints([trained_checkpoint, tmp_path / "tok.ckpt"], tmp_path / "avg.ckpt")
+
+
+def test_bleu_from_summed_shard_statistics_equals_corpus_bleu():
+    from minitrans.training import bleu_from_statistics, bleu_statistics, corpus_bleu
+
+    hyps = ["le chat est sur le tapis", "il pleut", "un homme marche dans la rue", "deux chiens jouent", "oui"]
+    refs = [["le chat est sur le tapis"], ["il pleut fort", "il pleut beaucoup"], ["un homme marche"],
+            ["deux chiens jouent dans l'herbe"], ["non"]]
+    shards = [(hyps[:2], refs[:2]), (hyps[2:3], refs[2:3]), (hyps[3:], refs[3:]), ([], [])]
+    summed = [sum(col) for col in zip(*(bleu_statistics(h, r) for h, r in shards))]
+    assert summed[0] == 5
+    assert bleu_from_statistics(summed) == corpus_bleu(hyps, refs).score
+    assert bleu_from_statistics(bleu_statistics(hyps, refs)) == corpus_bleu(hyps, refs).score
