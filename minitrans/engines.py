@@ -85,6 +85,9 @@ class NativeEngine:
     def __init__(self, model, max_tokens: int = 6000, bf16: bool = False, int8: bool = False) -> None:
         self.model, self.max_tokens, self.bf16 = model.eval(), max_tokens, bf16
         if int8:
+            if bf16:
+                raise UsageError("--int8 and --bf16 are two different CPU speed-ups for decoding; choose one "
+                                 "(--int8 measured faster: README, Speed).")
             if next(model.parameters()).device.type != "cpu" or not hasattr(model, "output_proj"):
                 raise UsageError("--int8 quantises one model for CPU decoding: use --device cpu, no --ensemble.")
             quantize_int8(model)

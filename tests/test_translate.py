@@ -5,6 +5,7 @@ import torch
 
 from conftest import synthetic_pairs
 from minitrans import Translator
+from minitrans.errors import UsageError
 from minitrans.translate import plot_attention
 
 
@@ -73,6 +74,11 @@ def test_bf16_decoding_runs_and_mostly_agrees(trained_checkpoint):
     exact = Translator.from_checkpoint(trained_checkpoint).translate(sentences, beam_size=2)
     fast = Translator.from_checkpoint(trained_checkpoint, bf16=True).translate(sentences, beam_size=2)
     assert sum(a == b for a, b in zip(exact, fast)) >= 7
+
+
+def test_int8_and_bf16_together_are_refused_with_the_reason(trained_checkpoint):
+    with pytest.raises(UsageError, match="--int8 and --bf16 .* choose one"):
+        Translator.from_checkpoint(trained_checkpoint, int8=True, bf16=True)
 
 
 def test_int8_decoding_stays_close_to_fp32(trained_checkpoint):
