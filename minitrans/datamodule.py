@@ -228,29 +228,7 @@ class TranslationDataModule(L.LightningDataModule):
                 spm_text = spm_sample(splits["train"], h.seed)
             tokenizer = Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
             del spm_text
-
-            def tokenize(rows: dict) -> dict:
-                src, tgt = tokenizer.encode(rows["en"]), tokenizer.encode(rows["fr"])
-                return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src],
-                        "tgt_len": [len(t) for t in tgt]}
-
-            def short(src_len: list[int], tgt_len: list[int]) -> list[bool]:
-                return [max(a, b) < h.max_len for a, b in zip(src_len, tgt_len)]
-
-            for name, split in splits.items():
-                split = split.map(tokenize, batched=True, batch_size=2000, desc=f"tokenising {name}")
-                if name.rsplit("/", 1)[-1] == "train":
-                    before = len(split)
-                    split = split.filter(short, input_columns=["src_len", "tgt_len"], batched=True,
-                                         batch_size=10_000, desc="dropping over-long pairs")
-                    part = report.parts[name.split("/")[0]] if isinstance(report, MixtureReport) else report
-                    if before - len(split):
-                        part.dropped[f"longer than {h.max_len - 1} pieces"] += before - len(split)
-                        part.kept = len(split)
-                    if not len(split):
-                        raise DataError(f"No training pair of {name!r} is left after cleaning ({part}): "
-                                        f"check the corpus and data.max_len ({h.max_len}).")
-                split.save_to_disk(str(tmp / name))
+            self._write_splits(splits, report, tokenizer, tmp)
             tokenizer.save(tmp / "spm.model")
             shutil.rmtree(build)  # the saved splits are copies
         except BaseException:  # nothing of a failed preparation stays behind
@@ -270,6 +248,34 @@ class TranslationDataModule(L.LightningDataModule):
             log.info("Another process prepared %s at the same time; using its cache.", path)
             return
         log.info("Prepared %s in %.1fs: %s", h.dataset, done["seconds"], report)
+
+    def _write_splits(self, splits: dict[str, datasets.Dataset], report, tokenizer: Tokenizer, folder: Path) -> None:
+        """Tokenise every split (``datasets.map``, batched), drop over-long training pairs
+        (counted in ``report``) and save each split as Arrow under ``folder``."""
+        h = self.hparams
+
+        def tokenize(rows: dict) -> dict:
+            src, tgt = tokenizer.encode(rows["en"]), tokenizer.encode(rows["fr"])
+            return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src],
+                    "tgt_len": [len(t) for t in tgt]}
+
+        def short(src_len: list[int], tgt_len: list[int]) -> list[bool]:
+            return [max(a, b) < h.max_len for a, b in zip(src_len, tgt_len)]
+
+        for name, split in splits.items():
+            split = split.map(tokenize, batched=True, batch_size=2000, desc=f"tokenising {name}")
+            if name.rsplit("/", 1)[-1] == "train":
+                before = len(split)
+                split = split.filter(short, input_columns=["src_len", "tgt_len"], batched=True,
+                                     batch_size=10_000, desc="dropping over-long pairs")
+                part = report.parts[name.split("/")[0]] if isinstance(report, MixtureReport) else report
+                if before - len(split):
+                    part.dropped[f"longer than {h.max_len - 1} pieces"] += before - len(split)
+                    part.kept = len(split)
+                if not len(split):
+                    raise DataError(f"No training pair of {name!r} is left after cleaning ({part}): "
+                                    f"check the corpus and data.max_len ({h.max_len}).")
+            split.save_to_disk(str(folder / name))
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokenizer is not None:
