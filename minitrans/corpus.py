@@ -307,6 +307,7 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
 
 
 HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
+_HUB_BATCH = 10_000  # rows read from a hub split at a time
 
 
 def _hub_pairs(split: datasets.Dataset, hub_id: str, split_name: str) -> Iterator[tuple[str, str]]:
@@ -326,8 +327,6 @@ def _hub_pairs(split: datasets.Dataset, hub_id: str, split_name: str) -> Iterato
         raise DataError(f"Hub dataset {hub_id!r}, split {split_name!r}: no 'translation' column and no "
                         f"'en'/'fr' columns (it has {columns}).")
 
-
-_HUB_BATCH = 10_000
 
 
 def _load_hub(hub_id: str | None, max_chars: int, build_dir: str | os.PathLike | None = None,
