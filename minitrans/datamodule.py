@@ -73,6 +73,23 @@ class MixtureReport:
         return "; ".join(f"{name} (p={self.probs[name]:.3f}): {part}" for name, part in self.parts.items())
 
 
+def read_tokenizer(path: str | os.PathLike) -> Tokenizer:
+    """A SentencePiece model from a ``.model`` file or from a minitrans checkpoint."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"data.tokenizer {path}: no such file. Pass a SentencePiece .model file or a minitrans "
+                        "checkpoint (.ckpt).")
+    if path.suffix == ".ckpt":
+        from minitrans.checkpoint import load_checkpoint
+
+        return Tokenizer.from_tensor(load_checkpoint(path)["minitrans"]["tokenizer"])
+    try:
+        return Tokenizer.load(path)
+    except Exception as err:  # SentencePiece raises RuntimeError/TypeError on foreign bytes
+        raise DataError(f"data.tokenizer {path} is not a SentencePiece model ({type(err).__name__}): pass the "
+                        "spm.model of a prepared cache or a minitrans checkpoint (.ckpt).") from None
+
+
 class ResumableDataLoader(DataLoader):
     """A DataLoader whose position in the epoch is saved in checkpoints.
 
@@ -126,6 +143,9 @@ class TranslationDataModule(L.LightningDataModule):
             afresh every time it is drawn, sampling SentencePiece segmentations with this
             smoothing (0.1-0.2 is usual; :class:`~minitrans.batching.SampledPairDataset`).
             Validation and test keep the deterministic segmentation.
+        tokenizer: Use this SentencePiece model instead of training one: a ``.model`` file or a
+            minitrans checkpoint (its stored model). Needed to fine-tune a checkpoint on new
+            data (``model.init_from``): the same id must mean the same piece.
     """
 
     def __init__(
@@ -150,6 +170,7 @@ class TranslationDataModule(L.LightningDataModule):
         temperature: float = 1.0,
         val_select: str = "mean",
         subword_alpha: float = 0.0,
+        tokenizer: str | None = None,
     ) -> None:
         super().__init__()
         if not 0.0 <= subword_alpha <= 1.0:
@@ -165,6 +186,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.save_hyperparameters()
         self.hparams["corpora"] = [c.to_dict() for c in corpora] if corpora else None
         self.tokenizer: Tokenizer | None = None
+        self._given_tokenizer: Tokenizer | None = None  # data.tokenizer, once read
         self.splits: dict[str, datasets.Dataset] = {}
         self._train_loader: ResumableDataLoader | None = None
         self._pairs: dict[tuple[str, int | None], PairDataset] = {}
@@ -199,11 +221,24 @@ class TranslationDataModule(L.LightningDataModule):
             stamp["temperature"] = h.temperature
         else:
             del stamp["corpora"]  # keeps the cache keys of single corpora as they were
+        if h.tokenizer:  # absent otherwise: keeps the cache keys of trained tokenizers as they were
+            stamp["tokenizer"] = self.given_tokenizer().fingerprint()["sha256"]
         stamp["version"] = CACHE_VERSION
         stamp["sources"] = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns)
                             for p in self._source_files() if p.exists()]
         digest = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:12]
         return Path(h.cache_dir) / f"{h.dataset}-{digest}"
+
+    def given_tokenizer(self) -> Tokenizer | None:
+        """The SentencePiece model named by ``data.tokenizer`` (None when one is to be trained)."""
+        path = self.hparams.tokenizer
+        if path and self._given_tokenizer is None:
+            self._given_tokenizer = read_tokenizer(path)
+            if self._given_tokenizer.vocab_size != self.hparams.vocab_size:
+                raise DataError(f"data.tokenizer {path} has {self._given_tokenizer.vocab_size} pieces but "
+                                f"data.vocab_size is {self.hparams.vocab_size}: set data.vocab_size to "
+                                f"{self._given_tokenizer.vocab_size}.")
+        return self._given_tokenizer
 
     def prepare_data(self) -> None:
         """Build the cache unless it exists (one process only under DDP)."""
@@ -226,7 +261,7 @@ class TranslationDataModule(L.LightningDataModule):
                 splits, report = load_corpus(h.dataset, h.data_dir, h.files, h.hub_id, h.valid_size, h.test_size, h.seed,
                                              build_dir=build)
                 spm_text = spm_sample(splits["train"], h.seed)
-            tokenizer = Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
+            tokenizer = self.given_tokenizer() or Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
             del spm_text
             self._write_splits(splits, report, tokenizer, tmp)
             tokenizer.save(tmp / "spm.model")

@@ -7,6 +7,7 @@ and BLEU on greedy decodes, and it writes self-contained checkpoints.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -21,7 +22,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from minitrans import __version__
 from minitrans.batching import Batch
-from minitrans.checkpoint import save_atomic, tokenizer_binding
+from minitrans.checkpoint import load_checkpoint, model_state, save_atomic, tokenizer_binding
 from minitrans.config import ModelConfig
 from minitrans.errors import ConfigError
 from minitrans.evaluate import reference_streams
@@ -29,6 +30,8 @@ from minitrans.schedule import cosine, inverse_sqrt
 from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, greedy_search
 from minitrans.tokenizer import PAD_ID, Tokenizer
 from minitrans.transformer import Transformer
+
+log = logging.getLogger(__name__)
 
 
 def corpus_bleu(hyps: list[str], refs: list[list[str]]) -> sacrebleu.metrics.bleu.BLEUScore:
@@ -100,6 +103,10 @@ class TranslationModule(L.LightningModule):
         val_bleu: Greedy-decode the validation sentences and log BLEU.
         max_len_a: Decoding length limit a · src_len + b (a).
         max_len_b: Decoding length limit a · src_len + b (b).
+        init_from: Start training from this checkpoint's weights (fine-tuning, a distillation
+            student started from its teacher): same model shape and SentencePiece model
+            (``data.tokenizer``); optimizer, schedule and step start afresh. Dropout may differ.
+            Ignored when resuming with ``--resume``, whose checkpoint has the weights.
     """
 
     def __init__(
@@ -118,6 +125,7 @@ class TranslationModule(L.LightningModule):
         val_bleu: bool = True,
         max_len_a: float = DEFAULT_MAX_LEN_A,
         max_len_b: int = DEFAULT_MAX_LEN_B,
+        init_from: str | None = None,
     ) -> None:
         super().__init__()
         if isinstance(config, dict):  # rebuilt from a checkpoint's hyper_parameters
@@ -149,6 +157,26 @@ class TranslationModule(L.LightningModule):
             if self.tokenizer.vocab_size != self.config.vocab_size:
                 raise ConfigError(f"Tokenizer has {self.tokenizer.vocab_size} pieces but model.config.vocab_size "
                                  f"is {self.config.vocab_size}; they must be equal.")
+        if stage == "fit" and self.hparams.init_from and self.trainer.ckpt_path is None:
+            self._load_initial_weights(self.hparams.init_from)
+
+    def _load_initial_weights(self, path: str) -> None:
+        """Copy the weights of checkpoint ``path`` into the model (see ``init_from``)."""
+        checkpoint = load_checkpoint(path)
+        theirs = ModelConfig.from_dict(checkpoint["minitrans"]["model_config"]).to_dict()
+        ours = self.config.to_dict()
+        shape = [k for k in ours if k not in ("dropout", "attention_dropout") and ours[k] != theirs.get(k)]
+        if shape:
+            theirs_text = ", ".join(f"{k}={theirs.get(k)}" for k in shape)
+            ours_text = ", ".join(f"{k}={ours[k]}" for k in shape)
+            raise ConfigError(f"model.init_from {path} has another model shape ({theirs_text}; this run: "
+                              f"{ours_text}): copy its model.config.")
+        fingerprint = checkpoint["minitrans"]["tokenizer_fingerprint"]
+        if self.tokenizer is not None and fingerprint["sha256"] != self.tokenizer.fingerprint()["sha256"]:
+            raise ConfigError(f"model.init_from {path} was trained with another SentencePiece model than this "
+                              f"run's data: set data.tokenizer: {path}")
+        self.model.load_state_dict(model_state(checkpoint))
+        log.info("Initialised the model from %s", path)
 
     # -- steps -----------------------------------------------------------------------
     def _losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

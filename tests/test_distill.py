@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import subprocess
@@ -9,9 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from conftest import synthetic_pairs
+from conftest import make_datamodule, synthetic_pairs
 from minitrans.checkpoint import load_for_inference
+from minitrans.corpus import DataError
+from minitrans.errors import ConfigError
 from minitrans.textio import read_lines
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +66,10 @@ def test_translation_resumes_after_the_last_complete_line(trained_checkpoint, da
     assert len(synthetic) == len(unique) and "torn li" not in synthetic[9]
 
 
-def test_a_student_trains_on_the_distilled_corpus(trained_checkpoint, data_root, monolingual, tmp_path, prepared):
+def test_a_student_starts_from_its_teacher(trained_checkpoint, data_root, monolingual, tmp_path, prepared):
+    """The recipe's student (configs/distill.yaml): the teacher's weights and SentencePiece model
+    (model.init_from, data.tokenizer), trained on the distilled corpus. With a near-zero learning
+    rate the student must still be the teacher: a fresh initialisation would be far from it."""
     path, _ = monolingual
     out = tmp_path / "data"
     distill.main(["--teacher", str(trained_checkpoint), "--teacher", str(trained_checkpoint), "--monolingual",
@@ -71,21 +78,63 @@ def test_a_student_trains_on_the_distilled_corpus(trained_checkpoint, data_root,
     cfg = tmp_path / "student.yaml"
     cfg.write_text(f"""
 seed_everything: 1
-trainer: {{accelerator: cpu, max_steps: 6, val_check_interval: 3, enable_progress_bar: false,
+trainer: {{accelerator: cpu, max_steps: 4, val_check_interval: 2, enable_progress_bar: false,
            enable_model_summary: false, default_root_dir: {tmp_path}/run}}
 model:
-  config: {{d_model: 32, n_heads: 4, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 64}}
-  warmup_steps: 5
-data: {{dataset: aligned, files: {{{files}}}, cache_dir: {tmp_path}/cache, vocab_size: 320, max_tokens: 400,
-       val_max_sentences: 8}}
+  init_from: {trained_checkpoint}
+  config: {{d_model: 64, n_heads: 4, n_encoder_layers: 2, n_decoder_layers: 2, d_ff: 128, max_len: 64,
+            dropout: 0.1}}
+  lr_schedule: cosine
+  peak_lr: 1.0e-9
+  warmup_steps: 1
+  total_steps: 4
+data: {{dataset: aligned, tokenizer: {trained_checkpoint}, files: {{{files}}}, cache_dir: {tmp_path}/cache,
+       vocab_size: 320, max_tokens: 400, val_max_sentences: 8}}
 checkpoint: {{dirpath: {tmp_path}/ckpt}}
 """)
     env = {k: v for k, v in os.environ.items() if k != "MINITRANS_DATA"}
     result = subprocess.run([sys.executable, "-m", "minitrans", "train", "--config", str(cfg)], capture_output=True,
                             text=True, timeout=300, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    model, _, meta = load_for_inference(tmp_path / "ckpt" / "best.ckpt")
-    assert meta["data"]["dataset"] == "aligned" and model.config.d_model == 32
+    student, _, meta = load_for_inference(tmp_path / "ckpt" / "best.ckpt")
+    teacher, _, teacher_meta = load_for_inference(trained_checkpoint)
+    assert meta["data"]["dataset"] == "aligned" and meta["model_config"]["dropout"] == 0.1
+    assert meta["tokenizer_fingerprint"] == teacher_meta["tokenizer_fingerprint"]
+    for (name, theirs), ours in zip(teacher.state_dict().items(), student.state_dict().values()):
+        assert torch.allclose(theirs, ours, atol=1e-5), name
+
+
+def test_init_from_refuses_another_shape_or_tokenizer(trained_checkpoint, prepared, tmp_path):
+    from minitrans.tokenizer import Tokenizer
+    from minitrans.training import TranslationModule
+
+    teacher_config = load_for_inference(trained_checkpoint)[0].config
+    wider = TranslationModule(dataclasses.replace(teacher_config, d_ff=256), init_from=str(trained_checkpoint))
+    with pytest.raises(ConfigError, match=r"another model shape \(d_ff=128; this run: d_ff=256\)"):
+        wider._load_initial_weights(str(trained_checkpoint))
+    same = TranslationModule(teacher_config, init_from=str(trained_checkpoint))
+    same.tokenizer = Tokenizer.train([e for e, _ in synthetic_pairs(300, seed=5)], vocab_size=320)
+    with pytest.raises(ConfigError, match="another SentencePiece model.*set data.tokenizer"):
+        same._load_initial_weights(str(trained_checkpoint))
+
+
+def test_data_tokenizer_replaces_training_one(trained_checkpoint, prepared, data_root, tmp_path):
+    teacher_tokenizer = load_for_inference(trained_checkpoint)[1]
+    from_ckpt = make_datamodule(data_root, tmp_path / "a", vocab_size=320, tokenizer=str(trained_checkpoint))
+    from_ckpt.setup("fit")
+    assert from_ckpt.tokenizer.model_proto == teacher_tokenizer.model_proto
+    spm_file = tmp_path / "spm.model"
+    teacher_tokenizer.save(spm_file)
+    from_file = make_datamodule(data_root, tmp_path / "a", vocab_size=320, tokenizer=str(spm_file))
+    assert from_file.cache_path == from_ckpt.cache_path  # keyed by the pieces, not the path
+    assert from_file.cache_path.name != make_datamodule(data_root, tmp_path / "a").cache_path.name
+    with pytest.raises(DataError, match="has 320 pieces but data.vocab_size is 500: set data.vocab_size to 320"):
+        make_datamodule(data_root, tmp_path / "b", vocab_size=500, tokenizer=str(spm_file)).prepare_data()
+    with pytest.raises(DataError, match="no such file"):
+        make_datamodule(data_root, tmp_path / "b", tokenizer=str(tmp_path / "missing.model")).prepare_data()
+    (tmp_path / "junk.model").write_bytes(b"not a model")
+    with pytest.raises(DataError, match="is not a SentencePiece model"):
+        make_datamodule(data_root, tmp_path / "b", tokenizer=str(tmp_path / "junk.model")).prepare_data()
 
 
 def test_other_inputs_are_refused_over_existing_translations(trained_checkpoint, data_root, monolingual, tmp_path):
