@@ -194,6 +194,13 @@ class TranslationModule(L.LightningModule):
         self.log("train_nll", nll / n_tokens, on_step=True)
         return loss / n_tokens
 
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        # Reaching max_steps mid-epoch ends training without a validation, so the last steps
+        # would reach no checkpoint (last.ckpt stays at the previous validation). Asking to
+        # stop makes Lightning validate first, as it does when max_time runs out.
+        if 0 < self.trainer.max_steps <= self.trainer.global_step:
+            self.trainer.should_stop = True
+
     def on_validation_epoch_start(self) -> None:
         self._val = {}
 

@@ -207,3 +207,15 @@ def test_recent_checkpoints_keep_the_last_validations(tmp_path, prepared):
     averaged = average_checkpoints(sorted((tmp_path / "recent").glob("*.ckpt")), tmp_path / "avg.ckpt")
     assert len(averaged["minitrans"]["averaged_from"]) == 2
 
+
+
+def test_training_that_stops_at_max_steps_mid_interval_validates_and_saves_its_last_step(tmp_path, prepared):
+    """max_steps 7 with validation every 3 steps: the last validation and checkpoint must be at
+    step 7, not 6 (Lightning would end without validating, and the last step would be lost)."""
+    cfg = write_config(tmp_path, prepared, "")
+    result = run_cli("train", "--config", str(cfg), "--trainer.max_steps", "7", "--trainer.val_check_interval", "3",
+                     "--recent.save_top_k", "1", "--recent.dirpath", str(tmp_path / "recent"), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    last = torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True, map_location="cpu")
+    assert last["global_step"] == 7
+    assert [p.name for p in (tmp_path / "recent").glob("*.ckpt")] == ["recent-step7.ckpt"]
