@@ -249,7 +249,7 @@ def _assemble(train: Callable[[], Iterable[tuple[str, str]]] | None, evals: dict
 def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: dict[str, str] | None = None,
                 hub_id: str | None = None, valid_size: int = 1000, test_size: int = 2000, seed: int = 1,
                 max_chars: int = 400, build_dir: str | os.PathLike | None = None,
-                with_train: bool = True) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
+                with_train: bool = True, hub_streaming: bool = False) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
     """Load and clean a corpus into splits (see the module docstring for the sources).
 
     The training split is streamed from its file into Arrow (:mod:`minitrans.stream`): memory
@@ -261,6 +261,7 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
             ``None`` keeps it in memory.
         with_train: ``False`` skips the training split when it is not needed to make the others
             (evaluation).
+        hub_streaming: For ``hub``: read the splits with ``datasets``' streaming mode.
 
     Returns:
         ``({split name: Dataset}, report of what cleaning dropped from train)``.
@@ -302,7 +303,7 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
         train = lambda: iter_aligned(f"{files['train']}.en", f"{files['train']}.fr")  # noqa: E731
         return _assemble(train if with_train else None, evals, aligned_split, max_chars, build_dir)
     if dataset == "hub":
-        return _load_hub(hub_id, max_chars, build_dir, with_train)
+        return _load_hub(hub_id, max_chars, build_dir, with_train, hub_streaming)
     raise DataError(f"Unknown dataset {dataset!r}; choose tatoeba, multi30k, tsv, aligned or hub.")
 
 
@@ -310,38 +311,43 @@ HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
 _HUB_BATCH = 10_000  # rows read from a hub split at a time
 
 
-def _hub_pairs(split: datasets.Dataset, hub_id: str, split_name: str) -> Iterator[tuple[str, str]]:
-    """``(en, fr)`` pairs of a hub split, read in Arrow batches (never the whole column at once)."""
-    columns = split.column_names
-    if "translation" in columns:
-        first = split[0]["translation"] if len(split) else {"en": "", "fr": ""}
-        if not {"en", "fr"} <= set(first):
-            raise DataError(f"Hub dataset {hub_id!r}: its translations hold {sorted(first)}, not 'en' and "
-                            "'fr'; pick its English–French config (hub_id 'name:config').")
-        for batch in split.select_columns(["translation"]).iter(batch_size=_HUB_BATCH):
-            yield from ((row["en"], row["fr"]) for row in batch["translation"])
-    elif {"en", "fr"} <= set(columns):
-        for batch in split.select_columns(["en", "fr"]).iter(batch_size=_HUB_BATCH):
+def _hub_pairs(split, hub_id: str, split_name: str) -> Iterator[tuple[str, str]]:
+    """``(en, fr)`` pairs of a hub split (a ``Dataset`` or a streamed ``IterableDataset``), read
+    in batches of rows (never the whole column at once)."""
+    wanted = [c for c in ("translation", "en", "fr") if c in (split.column_names or [])]
+    if wanted:  # known columns (a streamed split may not know them before its first row)
+        split = split.select_columns(wanted)
+    checked = False
+    for batch in split.iter(batch_size=_HUB_BATCH):
+        if "translation" in batch:
+            rows = batch["translation"]
+            if not checked and rows and not {"en", "fr"} <= set(rows[0]):
+                raise DataError(f"Hub dataset {hub_id!r}: its translations hold {sorted(rows[0])}, not 'en' and "
+                                "'fr'; pick its English–French config (hub_id 'name:config').")
+            yield from ((row["en"], row["fr"]) for row in rows)
+        elif {"en", "fr"} <= set(batch):
             yield from zip(batch["en"], batch["fr"])
-    else:
-        raise DataError(f"Hub dataset {hub_id!r}, split {split_name!r}: no 'translation' column and no "
-                        f"'en'/'fr' columns (it has {columns}).")
-
+        else:
+            raise DataError(f"Hub dataset {hub_id!r}, split {split_name!r}: no 'translation' column and no "
+                            f"'en'/'fr' columns (it has {sorted(batch)}).")
+        checked = True
 
 
 def _load_hub(hub_id: str | None, max_chars: int, build_dir: str | os.PathLike | None = None,
-              with_train: bool = True):
+              with_train: bool = True, streaming: bool = False):
     """A dataset in the Hugging Face hub's format: an id (``wmt14:fr-en`` names a config after a
     colon) or a local folder of its files. Splits ``train``/``validation``/``test``, each with
     a ``translation`` column of ``{"en": ..., "fr": ...}`` (WMT, OPUS style) or ``en``/``fr``
-    columns. ``datasets`` keeps the splits as memory-mapped Arrow; the training pairs are read
-    from it in batches."""
+    columns. Without ``streaming``, ``datasets`` first copies every split into its own cache as
+    memory-mapped Arrow and the training pairs are read from it in batches; with it, the rows
+    are read from the source files (or the network) as they are cleaned, and only minitrans's
+    own cache holds the corpus: half the disk and no second pass for a large corpus."""
     if not hub_id:
         raise DataError("dataset 'hub' needs data.hub_id: a hub id such as 'wmt14:fr-en' (name:config) or a "
                         "local folder in the hub's format.")
     name, _, config = hub_id.partition(":") if not Path(hub_id).exists() else (hub_id, "", "")
     try:
-        loaded = datasets.load_dataset(name, config or None)
+        loaded = datasets.load_dataset(name, config or None, streaming=streaming)
     except Exception as err:  # the hub raises many types when offline or unknown
         raise DataError(
             f"Could not load hub dataset {hub_id!r} ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"

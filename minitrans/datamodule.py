@@ -146,6 +146,10 @@ class TranslationDataModule(L.LightningDataModule):
         tokenizer: Use this SentencePiece model instead of training one: a ``.model`` file or a
             minitrans checkpoint (its stored model). Needed to fine-tune a checkpoint on new
             data (``model.init_from``): the same id must mean the same piece.
+        hub_streaming: For ``hub`` corpora: read them with ``datasets``' streaming mode, so
+            that only minitrans's cache holds a copy of a large corpus (False: let
+            ``datasets`` download and convert it into its own cache first, which a rerun
+            reuses without the network). The prepared splits are the same either way.
     """
 
     def __init__(
@@ -171,6 +175,7 @@ class TranslationDataModule(L.LightningDataModule):
         val_select: str = "mean",
         subword_alpha: float = 0.0,
         tokenizer: str | None = None,
+        hub_streaming: bool = True,
     ) -> None:
         super().__init__()
         if not 0.0 <= subword_alpha <= 1.0:
@@ -259,7 +264,7 @@ class TranslationDataModule(L.LightningDataModule):
                 splits, report, spm_text = self._load_mixture(build)
             else:
                 splits, report = load_corpus(h.dataset, h.data_dir, h.files, h.hub_id, h.valid_size, h.test_size, h.seed,
-                                             build_dir=build)
+                                             build_dir=build, hub_streaming=h.hub_streaming)
                 spm_text = spm_sample(splits["train"], h.seed)
             tokenizer = self.given_tokenizer() or Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
             del spm_text
@@ -337,7 +342,7 @@ class TranslationDataModule(L.LightningDataModule):
         splits, reports = {}, []
         for c in self.corpora:
             parts, report = load_corpus(c.dataset, h.data_dir, c.files, c.hub_id, c.valid_size, c.test_size, h.seed,
-                                        build_dir=build / c.name)
+                                        build_dir=build / c.name, hub_streaming=h.hub_streaming)
             splits.update({f"{c.name}/{name}": ds for name, ds in parts.items()})
             reports.append((c.name, report))
         held_out = [ds for key, ds in splits.items() if not key.endswith("/train")]

@@ -45,23 +45,39 @@ def test_a_hub_corpus_trains_through_the_data_module(tmp_path, monkeypatch):
 def test_hub_ids_name_a_config_after_a_colon(monkeypatch):
     calls = []
 
-    def fake_load(name, config=None):
-        calls.append((name, config))
+    def fake_load(name, config=None, streaming=False):
+        calls.append((name, config, streaming))
         raise ConnectionError("offline")
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
     with pytest.raises(DataError, match="offline, point data.hub_id at a local folder"):
-        load_corpus("hub", hub_id="wmt14:fr-en")
+        load_corpus("hub", hub_id="wmt14:fr-en", hub_streaming=True)
     with pytest.raises(DataError):
         load_corpus("hub", hub_id="opus_books")
-    assert calls == [("wmt14", "fr-en"), ("opus_books", None)]
+    assert calls == [("wmt14", "fr-en", True), ("opus_books", None, False)]
 
 
-def test_hub_data_without_english_french_is_refused(tmp_path):
+@pytest.mark.parametrize("column", ["translation", "en/fr"])
+def test_streaming_a_hub_corpus_gives_the_same_splits(tmp_path, monkeypatch, column):
+    """Streamed rows come from the parquet files themselves, not from datasets' Arrow copy."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    folder = write_hub_folder(tmp_path / "hubset", column)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    streamed, streamed_report = load_corpus("hub", hub_id=str(folder), hub_streaming=True, build_dir=tmp_path / "s")
+    assert not list((tmp_path / "hf-cache").rglob("*.arrow"))  # no converted copy of the corpus
+    copied, copied_report = load_corpus("hub", hub_id=str(folder), build_dir=tmp_path / "c")
+    assert list((tmp_path / "hf-cache").rglob("*.arrow"))  # the check above can fail
+    assert str(streamed_report) == str(copied_report)
+    for name in ("train", "valid", "test"):
+        assert streamed[name].to_list() == copied[name].to_list(), name
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_hub_data_without_english_french_is_refused(tmp_path, streaming):
     root = tmp_path / "deen"
     (root / "data").mkdir(parents=True)
     for split in ("train", "validation", "test"):
         datasets.Dataset.from_dict({"translation": [{"de": "Hallo", "en": "Hello"}]}).to_parquet(
             str(root / "data" / f"{split}-00000-of-00001.parquet"))
     with pytest.raises(DataError, match="pick its English–French config"):
-        load_corpus("hub", hub_id=str(root))
+        load_corpus("hub", hub_id=str(root), hub_streaming=streaming)
