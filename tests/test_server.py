@@ -3,7 +3,6 @@ the inference-only import, and the page in a real browser (Debian's chromium via
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
