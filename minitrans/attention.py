@@ -76,7 +76,10 @@ class MultiHeadAttention(nn.Module):
             needed; ``None`` (auto) takes the fused kernel on GPUs and the explicit path on
             CPUs, where it trains 1.47x faster at sentence lengths (bf16 autocast, d_model 256,
             Multi30k batches, ``scripts/benchmark_train.py``: PyTorch's CPU flash-attention
-            backward is the largest single cost of the fused step).
+            backward is the largest single cost of the fused step). Without gradients
+            (translation) the fused kernel is used on CPUs too: one operator instead of the
+            formula's dozen per call is what beam search's many small steps need (README,
+            Decoding speed).
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, use_fused: bool | None = None) -> None:
@@ -169,7 +172,8 @@ class MultiHeadAttention(nn.Module):
             q = q.view(b // beams, beams, self.n_heads, t, self.d_k).transpose(1, 2)  # (B/K, H, K, T, Dh)
             q = q.reshape(b // beams, self.n_heads, beams * t, self.d_k)  # (B/K, H, K*T, Dh)
         p = self.dropout if self.training else 0.0
-        fused = self.use_fused if self.use_fused is not None else query.device.type != "cpu"
+        fused = self.use_fused if self.use_fused is not None else \
+            (query.device.type != "cpu" or not torch.is_grad_enabled())
         if need_weights or not fused:
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout=p)
             weights = weights if need_weights else None

@@ -103,6 +103,20 @@ def test_fused_path_equals_explicit_path():
     torch.testing.assert_close(fused, explicit, rtol=1e-5, atol=1e-5)
 
 
+def test_auto_takes_the_fused_kernel_on_cpu_only_without_gradients(monkeypatch):
+    calls = []
+    fused_kernel = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused_kernel(*a, **k))
+    mha = MultiHeadAttention(32, 4).eval()  # use_fused None: auto
+    x = torch.randn(2, 5, 32)
+    trained, _ = mha(x, x, x, causal_mask(5))  # gradients on: the explicit formula (faster to train here)
+    assert calls == [] and trained.requires_grad
+    with torch.no_grad():
+        decoded, _ = mha(x, x, x, causal_mask(5))
+    assert calls == [1]
+    torch.testing.assert_close(decoded, trained.detach(), rtol=1e-5, atol=1e-5)
+
+
 def test_fused_path_close_to_explicit_under_bf16_autocast():
     mha = MultiHeadAttention(64, 4, use_fused=True).eval()
     x = torch.randn(2, 9, 64)
