@@ -24,6 +24,7 @@ from minitrans.textio import atomic_output, check_writable, check_writable_folde
 
 log = logging.getLogger("minitrans")
 LIGHTNING_COMMANDS = ("train", "fit", "validate", "test")
+BF16_HELP = "decode with bf16 weights (faster on AMX CPUs for larger models, not bit-exact)"
 
 
 # -- Lightning ---------------------------------------------------------------------------
@@ -383,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layer", type=int, default=None, help="decoder layer to plot (default: last)")
     p.add_argument("--head", type=int, default=None, help="head to plot (default: mean over heads)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--int8", action="store_true", help=INT8_HELP)
     p.set_defaults(func=cmd_translate)
 
@@ -401,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="length penalty exponent")
     p.add_argument("--output-dir", default="outputs/eval")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--int8", action="store_true", help=INT8_HELP)
     p.set_defaults(func=cmd_evaluate)
 
@@ -418,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="default beam size of a request")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="default length penalty of a request")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--bf16", action="store_true", help="decode under bf16 autocast (faster, not bit-exact)")
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--int8", action="store_true", help=INT8_HELP)
     p.add_argument("--max-sentences", type=int, default=64, help="sentences per request (413 beyond)")
     p.add_argument("--max-chars", type=int, default=2000, help="characters per sentence (413 beyond)")

@@ -55,10 +55,10 @@ class Translator:
         tokenizer: Its SentencePiece tokenizer.
         max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
         max_len_a, max_len_b: Output length limit ``a · src_len + b``.
-        bf16: Decode under bfloat16 autocast (native engine): 1.41-1.43x the sentences/s of
-            fp32 for the tiny model on AMX CPUs but 0.92x for the quickstart model
-            (``scripts/benchmark_decode.py``, README), BLEU within 0.12 of fp32, at about twice
-            the peak memory; off by default so that results are exact.
+        bf16: Decode with bfloat16 weights (native engine, cast once): beam 5 at 1.21x the
+            fp32 rate for the quickstart model and 1.04x for multi30k-small on AMX CPUs, BLEU
+            within 0.1 (``scripts/benchmark_decode.py``, README, Speed), more peak memory; off
+            by default so that results are exact.
         int8: Dynamic int8 quantisation for CPU decoding (native engine): 1.20x the fp32
             beam-search rate with the same BLEU for the quickstart model (README, Speed);
             off by default (outputs differ from fp32 on about a fifth of the sentences).
@@ -219,7 +219,7 @@ class Translator:
         tgt_in = torch.tensor([[self.tokenizer.bos_id] + tgt_ids], device=self.device)
         memory = self.model.encode(src)
         _, weights = self.model.decode(memory, None, tgt_in, need_weights=True)
-        return torch.stack([w[0] for w in weights]).cpu()  # (layers, H, T+1, S)
+        return torch.stack([w[0] for w in weights]).float().cpu()  # (layers, H, T+1, S), float32 under --bf16 too
 
 
 def load_metadata(path: str | os.PathLike) -> dict:

@@ -72,8 +72,12 @@ def test_greedy_equals_beam_one(translator):
 def test_bf16_decoding_runs_and_mostly_agrees(trained_checkpoint):
     sentences = [e for e, _ in synthetic_pairs(10, seed=21)]
     exact = Translator.from_checkpoint(trained_checkpoint).translate(sentences, beam_size=2)
-    fast = Translator.from_checkpoint(trained_checkpoint, bf16=True).translate(sentences, beam_size=2)
+    translator = Translator.from_checkpoint(trained_checkpoint, bf16=True)
+    assert {p.dtype for p in translator.engine.model.parameters()} == {torch.bfloat16}  # cast once, no autocast
+    fast = translator.translate(sentences, beam_size=2)
     assert sum(a == b for a, b in zip(exact, fast)) >= 7
+    detailed = translator.translate_detailed(sentences[:1], beam_size=2, attention=True)[0]
+    assert detailed.attention.dtype == torch.float32
 
 
 def test_int8_and_bf16_together_are_refused_with_the_reason(trained_checkpoint):
