@@ -157,8 +157,6 @@ class TranslationModule(L.LightningModule):
             if self.tokenizer.vocab_size != self.config.vocab_size:
                 raise ConfigError(f"Tokenizer has {self.tokenizer.vocab_size} pieces but model.config.vocab_size "
                                  f"is {self.config.vocab_size}; they must be equal.")
-        if stage == "fit" and self.hparams.init_from and self.trainer.ckpt_path is None:
-            self._load_initial_weights(self.hparams.init_from)
 
     def _load_initial_weights(self, path: str) -> None:
         """Copy the weights of checkpoint ``path`` into the model (see ``init_from``)."""
@@ -249,6 +247,9 @@ class TranslationModule(L.LightningModule):
 
     def on_fit_start(self) -> None:
         self._fit_started = time.perf_counter()
+        # Here, not in setup: only now does trainer.ckpt_path say whether this fit resumes.
+        if self.hparams.init_from and self.trainer.ckpt_path is None:
+            self._load_initial_weights(self.hparams.init_from)
 
     def on_validation_epoch_end(self) -> None:
         if self._fit_started is not None and not self.trainer.sanity_checking:

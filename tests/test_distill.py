@@ -102,6 +102,15 @@ checkpoint: {{dirpath: {tmp_path}/ckpt}}
     assert meta["tokenizer_fingerprint"] == teacher_meta["tokenizer_fingerprint"]
     for (name, theirs), ours in zip(teacher.state_dict().items(), student.state_dict().values()):
         assert torch.allclose(theirs, ours, atol=1e-5), name
+    assert "Initialised the model from" in result.stderr
+    # Resuming takes the weights from the checkpoint: init_from is not even read.
+    resumed = subprocess.run([sys.executable, "-m", "minitrans", "train", "--config", str(cfg), "--trainer.max_steps",
+                              "6", "--model.init_from", str(tmp_path / "gone.ckpt"), "--resume",
+                              str(tmp_path / "ckpt" / "last.ckpt")], capture_output=True, text=True, timeout=300,
+                             cwd=ROOT, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Initialised the model from" not in resumed.stderr
+    assert torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True)["global_step"] == 6
 
 
 def test_init_from_refuses_another_shape_or_tokenizer(trained_checkpoint, prepared, tmp_path):
