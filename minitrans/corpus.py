@@ -249,7 +249,8 @@ def _assemble(train: Callable[[], Iterable[tuple[str, str]]] | None, evals: dict
 def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: dict[str, str] | None = None,
                 hub_id: str | None = None, valid_size: int = 1000, test_size: int = 2000, seed: int = 1,
                 max_chars: int = 400, build_dir: str | os.PathLike | None = None,
-                with_train: bool = True, hub_streaming: bool = False) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
+                with_train: bool = True, hub_streaming: bool = True
+                ) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
     """Load and clean a corpus into splits (see the module docstring for the sources).
 
     The training split is streamed from its file into Arrow (:mod:`minitrans.stream`): memory
@@ -261,7 +262,8 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
             ``None`` keeps it in memory.
         with_train: ``False`` skips the training split when it is not needed to make the others
             (evaluation).
-        hub_streaming: For ``hub``: read the splits with ``datasets``' streaming mode.
+        hub_streaming: For ``hub``: read the splits with ``datasets``' streaming mode (an
+            evaluation then reads only the split it needs).
 
     Returns:
         ``({split name: Dataset}, report of what cleaning dropped from train)``.
@@ -334,7 +336,7 @@ def _hub_pairs(split, hub_id: str, split_name: str) -> Iterator[tuple[str, str]]
 
 
 def _load_hub(hub_id: str | None, max_chars: int, build_dir: str | os.PathLike | None = None,
-              with_train: bool = True, streaming: bool = False):
+              with_train: bool = True, streaming: bool = True):
     """A dataset in the Hugging Face hub's format: an id (``wmt14:fr-en`` names a config after a
     colon) or a local folder of its files. Splits ``train``/``validation``/``test``, each with
     a ``translation`` column of ``{"en": ..., "fr": ...}`` (WMT, OPUS style) or ``en``/``fr``

@@ -51,9 +51,9 @@ def test_hub_ids_name_a_config_after_a_colon(monkeypatch):
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
     with pytest.raises(DataError, match="offline, point data.hub_id at a local folder"):
-        load_corpus("hub", hub_id="wmt14:fr-en", hub_streaming=True)
+        load_corpus("hub", hub_id="wmt14:fr-en")
     with pytest.raises(DataError):
-        load_corpus("hub", hub_id="opus_books")
+        load_corpus("hub", hub_id="opus_books", hub_streaming=False)
     assert calls == [("wmt14", "fr-en", True), ("opus_books", None, False)]
 
 
@@ -63,9 +63,9 @@ def test_streaming_a_hub_corpus_gives_the_same_splits(tmp_path, monkeypatch, col
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     folder = write_hub_folder(tmp_path / "hubset", column)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
-    streamed, streamed_report = load_corpus("hub", hub_id=str(folder), hub_streaming=True, build_dir=tmp_path / "s")
+    streamed, streamed_report = load_corpus("hub", hub_id=str(folder), build_dir=tmp_path / "s")
     assert not list((tmp_path / "hf-cache").rglob("*.arrow"))  # no converted copy of the corpus
-    copied, copied_report = load_corpus("hub", hub_id=str(folder), build_dir=tmp_path / "c")
+    copied, copied_report = load_corpus("hub", hub_id=str(folder), hub_streaming=False, build_dir=tmp_path / "c")
     assert list((tmp_path / "hf-cache").rglob("*.arrow"))  # the check above can fail
     assert str(streamed_report) == str(copied_report)
     for name in ("train", "valid", "test"):
