@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
@@ -134,7 +135,7 @@ class TokenBatchSampler(Sampler[list[int]]):
                  epoch_rows: Callable[[int], Sequence[int]] | None = None, keep_all: bool = False) -> None:
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be positive, got {max_tokens}.")
-        self.lengths = list(lengths)
+        self.lengths = np.asarray(lengths, dtype=np.int64)  # (n,): no Python int per example
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences
         self.shuffle = shuffle
@@ -145,7 +146,7 @@ class TokenBatchSampler(Sampler[list[int]]):
         self.keep_all = keep_all
         self.epoch = 0
         self.skip = 0  # batches to skip once, when resuming mid-epoch
-        self._cached: tuple[int, list[list[int]]] | None = None
+        self._cached: tuple[int, list[np.ndarray]] | None = None  # (epoch, batches as views of one array)
 
     def set_epoch(self, epoch: int) -> None:
         """Called by Lightning at the start of every epoch."""
@@ -153,45 +154,56 @@ class TokenBatchSampler(Sampler[list[int]]):
 
     def all_batches(self) -> list[list[int]]:
         """Batches of every rank for the current epoch, in the order they are served."""
+        return [batch.tolist() for batch in self._epoch_batches()]
+
+    def _epoch_batches(self) -> list[np.ndarray]:
         if self._cached is None or self._cached[0] != self.epoch:
             self._cached = (self.epoch, self._make_batches())
         return self._cached[1]
 
-    def _make_batches(self) -> list[list[int]]:
-        order = list(self.epoch_rows(self.epoch)) if self.epoch_rows else list(range(len(self.lengths)))
+    def _make_batches(self) -> list[np.ndarray]:
+        """The epoch's batches as slices of one (n,) array of row numbers: 8 bytes per example
+        rather than Python lists of Python ints, and the same batches for a seed."""
+        order = (np.asarray(self.epoch_rows(self.epoch), dtype=np.int64) if self.epoch_rows
+                 else np.arange(len(self.lengths), dtype=np.int64))
         rng = random.Random(self.seed + self.epoch)
         if self.shuffle:
-            rng.shuffle(order)
-        order.sort(key=self.lengths.__getitem__)  # stable: ties keep their random order
-        batches, batch, longest = [], [], 0
-        for i in order:
-            new_longest = max(longest, self.lengths[i])
-            full = (len(batch) + 1) * new_longest > self.max_tokens or (
-                self.max_sentences is not None and len(batch) >= self.max_sentences)
-            if batch and full:
-                batches.append(batch)
-                batch, new_longest = [], self.lengths[i]
-            batch.append(i)
-            longest = new_longest
-        if batch:
-            batches.append(batch)
+            rng.shuffle(order)  # the swaps it makes on a list: the same permutation for a seed
+        order = order[np.argsort(self.lengths[order], kind="stable")]  # ties keep their random order
+        # Sorted, so a batch's longest example is its last: it may grow while (size + 1) ×
+        # length fits the budget. Walk the runs of equal length (at most max_len of them),
+        # filling the open batch up to each run's capacity, rather than example by example.
+        lengths, run_starts = np.unique(self.lengths[order], return_index=True)
+        starts, count = [0], 0  # first row of each batch; examples in the open batch
+        for length, a, b in zip(lengths.tolist(), run_starts.tolist(), [*run_starts[1:].tolist(), len(order)]):
+            capacity = min(self.max_tokens // max(length, 1), self.max_sentences or len(order))
+            capacity = max(capacity, 1)  # an example over budget gets a batch of its own
+            k = a
+            while k < b:
+                if count >= capacity:
+                    starts.append(k)
+                    count = 0
+                take = min(capacity - count, b - k)
+                count, k = count + take, k + take
+        bounds = [*starts, len(order)]
+        batches = [order[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
         if self.shuffle:
             rng.shuffle(batches)
         return batches
 
-    def _my_batches(self) -> list[list[int]]:
-        batches = self.all_batches()
+    def _my_batches(self) -> list[np.ndarray]:
+        batches = self._epoch_batches()
         if self.num_replicas > 1:
             mine = batches[self.rank::self.num_replicas]
             if self.keep_all:  # ceil(len / replicas) steps on every rank
-                return mine + [[]] * (-(-len(batches) // self.num_replicas) - len(mine))
+                return mine + [np.empty(0, dtype=np.int64)] * (-(-len(batches) // self.num_replicas) - len(mine))
             return mine[:len(batches) // self.num_replicas]
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
         batches = self._my_batches()
         skip, self.skip = self.skip, 0
-        return iter(batches[skip:])
+        return (batch.tolist() for batch in batches[skip:])
 
     def __len__(self) -> int:
         # The whole epoch, skipped batches included: Lightning counts a resumed epoch's
@@ -201,10 +213,10 @@ class TokenBatchSampler(Sampler[list[int]]):
     def padding_ratio(self) -> float:
         """Share of padded positions (on the longer side) across this epoch's batches."""
         real = padded = 0
-        for batch in self.all_batches():
-            lens = [self.lengths[i] for i in batch]
-            real += sum(lens)
-            padded += max(lens) * len(lens)
+        for batch in self._epoch_batches():
+            lens = self.lengths[batch]
+            real += int(lens.sum())
+            padded += int(lens.max()) * len(lens)
         return 1.0 - real / max(padded, 1)
 
 

@@ -48,10 +48,10 @@ def source_files(dataset: str, data_dir: str | None, files: dict[str, str] | Non
     return [Path(p) for p in (files or {}).values()]
 
 
-def _lengths(ds: datasets.Dataset) -> list[int]:
+def _lengths(ds: datasets.Dataset) -> np.ndarray:
     """Padded cost of each example (the longer side + 1, as :meth:`PairDataset.lengths`), read
     from the length columns: the token ids stay on disk."""
-    return (np.maximum(numeric_column(ds, "src_len"), numeric_column(ds, "tgt_len")) + 1).tolist()
+    return np.maximum(numeric_column(ds, "src_len"), numeric_column(ds, "tgt_len")) + 1
 
 
 def _column(ds: datasets.Dataset, name: str) -> list:

@@ -86,3 +86,42 @@ def test_sharded_evaluation_serves_every_batch_once_with_equal_step_counts():
     assert sorted(served) == sorted(whole)  # every batch once, none dropped
     assert sum(1 for s in shards for b in s if not b) == -len(whole) % 3
     assert collate([]) is None
+
+
+def reference_batches(lengths, max_tokens, seed, shuffle=True, max_sentences=None, rows=None):
+    """The batch plan written example by example over Python lists (the plan before it moved to
+    NumPy): shuffle, stable sort by length, cut greedily, shuffle the batches."""
+    order = list(rows) if rows is not None else list(range(len(lengths)))
+    rng = random.Random(seed)
+    if shuffle:
+        rng.shuffle(order)
+    order.sort(key=lengths.__getitem__)
+    batches, batch, longest = [], [], 0
+    for i in order:
+        new_longest = max(longest, lengths[i])
+        if batch and ((len(batch) + 1) * new_longest > max_tokens or
+                      (max_sentences is not None and len(batch) >= max_sentences)):
+            batches.append(batch)
+            batch, new_longest = [], lengths[i]
+        batch.append(i)
+        longest = new_longest
+    if batch:
+        batches.append(batch)
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batch_plan_equals_the_example_by_example_reference(seed):
+    rng = random.Random(seed)
+    lengths = [rng.choice([1, 2, 3, 5, 8, 13, 40, 90, 200]) for _ in range(rng.randint(0, 700))]
+    max_tokens = rng.choice([7, 64, 300, 2048])
+    max_sentences = rng.choice([None, 1, 5, 17])
+    rows = [rng.randrange(len(lengths)) for _ in range(len(lengths) + 50)] if lengths and seed % 2 else None
+    for shuffle in (True, False):
+        sampler = TokenBatchSampler(lengths, max_tokens, shuffle=shuffle, seed=seed, max_sentences=max_sentences,
+                                    epoch_rows=(lambda epoch: rows) if rows else None)
+        expected = reference_batches(lengths, max_tokens, seed, shuffle, max_sentences, rows)
+        assert sampler.all_batches() == expected
+        assert list(sampler) == expected
