@@ -21,8 +21,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import datasets
+import numpy as np
 
 from minitrans.corpus import DataError
+from minitrans.stream import numeric_column
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -114,12 +116,14 @@ def epoch_rows(sizes: Sequence[int], probs: Sequence[float], seed: int) -> list[
     out starts over, and the epoch ends once every component has been used whole at least
     once (``stopping_strategy="all_exhausted"``). The same seed gives the same sample.
     """
+    if len(sizes) == 1:
+        return list(range(sizes[0]))
     parts, offset = [], 0
     for n in sizes:
-        parts.append(datasets.Dataset.from_dict({"row": list(range(offset, offset + n))}))
+        parts.append(datasets.Dataset.from_dict({"row": np.arange(offset, offset + n, dtype=np.int64)}))
         offset += n
-    if len(parts) == 1:
-        return parts[0]["row"]
     mixed = datasets.interleave_datasets(parts, probabilities=list(probs), seed=seed,
                                          stopping_strategy="all_exhausted")
-    return mixed["row"]
+    # One Arrow take of the interleaved rows: reading the column through `mixed["row"]` went
+    # row by row (18 s for 600k rows here).
+    return numeric_column(mixed, "row").tolist()
