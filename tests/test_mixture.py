@@ -5,6 +5,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import datasets
 import lightning as L
 import pytest
 
@@ -37,6 +38,11 @@ def test_epoch_sample_respects_weights_and_uses_every_row(probs):
     assert set(rows) == set(range(sum(sizes)))  # every component is used whole at least once
     assert epoch_rows(sizes, probs, seed=3) == rows
     assert epoch_rows(sizes, probs, seed=4) != rows
+    # The interleaving datasets draws, read the plain way (row by row): the same sample.
+    parts = [datasets.Dataset.from_dict({"row": list(range(0, 300))}),
+             datasets.Dataset.from_dict({"row": list(range(300, 2300))})]
+    reference = datasets.interleave_datasets(parts, probabilities=probs, seed=3, stopping_strategy="all_exhausted")
+    assert rows == list(reference["row"])
 
 
 def test_specs_are_checked():
