@@ -219,7 +219,7 @@ class Translator:
         tgt_in = torch.tensor([[self.tokenizer.bos_id] + tgt_ids], device=self.device)
         memory = self.model.encode(src)
         _, weights = self.model.decode(memory, None, tgt_in, need_weights=True)
-        return torch.stack([w[0] for w in weights]).float().cpu()  # (layers, H, T+1, S), float32 under --bf16 too
+        return torch.stack([w[0] for w in weights]).float().cpu()  # (layers, H, T+1, S); float32 under --bf16
 
 
 def load_metadata(path: str | os.PathLike) -> dict:
