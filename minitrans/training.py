@@ -144,6 +144,7 @@ class TranslationModule(L.LightningModule):
         self._val_select = "mean"
         self._last_step_time: float | None = None
         self._fit_started: float | None = None
+        self._minutes_before = 0.0  # wall minutes of the fits a resumed run continues
         self._data_hparams: dict[str, Any] = {}
 
     # -- wiring ----------------------------------------------------------------------
@@ -254,12 +255,17 @@ class TranslationModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         if self._fit_started is not None and not self.trainer.sanity_checking:
             # Wall-clock minutes since fit began: learning curves against time, not steps.
-            self.log("wall_minutes", (time.perf_counter() - self._fit_started) / 60, sync_dist=True)
+            self.log("wall_minutes", self._wall_minutes(), sync_dist=True)
         # Each rank validated its share and _eval_metrics summed the shares' statistics, so the
         # values agree across ranks; sync_dist only keeps Lightning's DDP bookkeeping consistent.
         for key, value in self._eval_metrics().items():
             self.log(f"val_{key}", value, prog_bar=key in ("loss", "bleu"), sync_dist=True)
         self._last_step_time = None  # validation time is not training throughput
+
+    def _wall_minutes(self) -> float:
+        """Wall-clock minutes of training so far, those before a resume included (as
+        ``max_time`` counts them)."""
+        return self._minutes_before + (time.perf_counter() - self._fit_started) / 60
 
     def test_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
         self.validation_step(batch, batch_idx, dataloader_idx)
@@ -307,6 +313,7 @@ class TranslationModule(L.LightningModule):
                      **({"corpora": [dict(c) for c in self._data_hparams["corpora"]]}
                         if self._data_hparams.get("corpora") else {})},
             "decoding": {"max_len_a": self.hparams.max_len_a, "max_len_b": self.hparams.max_len_b},
+            "wall_minutes": self._wall_minutes() if self._fit_started is not None else self._minutes_before,
             # The latest validation scores when this checkpoint was written (servers report them).
             "validation": {k: float(v) for k, v in (self._trainer.callback_metrics.items() if self._trainer else [])
                            if k.startswith("val_")},
@@ -319,6 +326,7 @@ class TranslationModule(L.LightningModule):
         if rng is not None:
             torch.set_rng_state(rng["torch"])
             random.setstate((3, tuple(rng["python"]), None))
+        self._minutes_before = checkpoint.get("minitrans", {}).get("wall_minutes", 0.0)
         if self.tokenizer is None and "minitrans" in checkpoint:
             self.tokenizer = Tokenizer.from_tensor(checkpoint["minitrans"]["tokenizer"])
 

@@ -62,6 +62,31 @@ def test_resume_matches_uninterrupted_run(prepared, tmp_path):
         assert resumed[step] == pytest.approx(full[step], abs=1e-6), step
 
 
+def test_wall_minutes_continue_across_a_resume(prepared, tmp_path, monkeypatch):
+    """The learning curve's clock (``wall_minutes``) counts the minutes before a resume, as
+    ``max_time`` does: a resumed run does not start again at 0."""
+    import types
+
+    from minitrans import training
+
+    clock = [0.0]
+    monkeypatch.setattr(training, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def run(max_steps, ckpt_path=None):
+        dm = make_datamodule(Path(prepared.hparams.data_dir), prepared.hparams.cache_dir)
+        model = TranslationModule(ModelConfig(vocab_size=320, **SMALL), warmup_steps=10, val_bleu=False)
+        trainer = L.Trainer(max_steps=max_steps, accelerator="cpu", logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0)
+        clock[0] += 1000.0  # a while between the runs: not training time
+        trainer.fit(model, dm, ckpt_path=ckpt_path, weights_only=True)
+        clock[0] += 600.0  # this run's 10 minutes
+        trainer.save_checkpoint(tmp_path / f"{max_steps}.ckpt")
+        return torch.load(tmp_path / f"{max_steps}.ckpt", weights_only=True)["minitrans"]["wall_minutes"]
+
+    assert run(3) == pytest.approx(10.0)
+    assert run(6, ckpt_path=tmp_path / "3.ckpt") == pytest.approx(20.0)
+
+
 def test_checkpoint_round_trip_gives_identical_logits(prepared, tmp_path):
     _, module = fit(prepared, 3, save_to=tmp_path / "m.ckpt")
     model, tokenizer, meta = load_for_inference(tmp_path / "m.ckpt")
