@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from minitrans import ModelConfig, Transformer
-from minitrans.search import beam_search, greedy_search, length_penalty, max_output_lengths
+from minitrans import search
+from minitrans.search import beam_search, greedy_search, length_penalty, max_output_lengths, top_k
 from minitrans.tokenizer import EOS_ID
 
 
@@ -118,8 +119,10 @@ def reference_beam_search(model, src_row, k, alpha, limit):
     return sorted(finished, key=lambda f: -f[1])
 
 
+@pytest.mark.parametrize("block", [64, 2, 4])  # 64: torch.topk over 30 columns; 2, 4: blockwise (4: a short last block)
 @pytest.mark.parametrize("k,alpha", [(3, 1.0), (4, 0.0)])
-def test_beam_search_equals_a_plain_reference(model, src, k, alpha):
+def test_beam_search_equals_a_plain_reference(model, src, k, alpha, block, monkeypatch):
+    monkeypatch.setattr(search, "TOP_K_BLOCK", block)
     limits = max_output_lengths(src, 1.5, 10, model.config.max_len - 1).tolist()
     ours = beam_search(model, src, beam_size=k, alpha=alpha, nbest=k)
     for i, hyps in enumerate(ours):
@@ -127,3 +130,21 @@ def test_beam_search_equals_a_plain_reference(model, src, k, alpha):
         reference = reference_beam_search(model, row, k, alpha, limits[i])
         assert [h.tokens for h in hyps] == [tokens for tokens, _ in reference]
         assert [h.score for h in hyps] == pytest.approx([score for _, score in reference], abs=1e-4)
+
+
+@pytest.mark.parametrize("width,k", [(8000, 10), (8000, 1), (5003, 10), (1000, 5), (700, 10), (640, 10), (30, 4)])
+def test_top_k_equals_torch_topk(width, k):
+    g = torch.Generator().manual_seed(width + k)
+    x = torch.randn(40, width, generator=g) * 4
+    x[1] = float("-inf")  # a row at its length limit: one finite value (eos), the rest -inf
+    x[1, 2] = 0.0
+    x[2, -1] = 100.0  # the winner in the short last block
+    x[3, :k + 3] = 50.0  # a tie for the top places
+    x[4, ::7] = float("-inf")
+    values, ids = top_k(x, k)
+    ref_values, ref_ids = x.topk(k, dim=-1)
+    assert torch.equal(values, ref_values)  # exactly, -inf included
+    assert torch.equal(x.gather(1, ids), values)  # the columns hold those values
+    untied = [r for r in range(40) if r not in (1, 3)]
+    assert torch.equal(ids[untied], ref_ids[untied])  # random floats do not tie
+    assert len(set(ids[3].tolist())) == k  # tied winners are distinct columns
