@@ -33,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+from minitrans.cli import BF16_HELP
 from minitrans.corpus import MULTI30K_SPLITS, clean, resolve_data_dir
 from minitrans.errors import MinitransError, UsageError
 from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
@@ -111,8 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--beam", type=int, default=DEFAULT_BEAM)
     parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA)
     parser.add_argument("--chunk", type=int, default=2000, help="lines per resumable chunk")
-    parser.add_argument("--bf16", action="store_true",
-                        help="decode with bf16 weights (faster on AMX CPUs for larger models)")
+    parser.add_argument("--bf16", action="store_true", help=BF16_HELP)
     parser.add_argument("--limit", type=int, help="translate only the first N lines (trials)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
