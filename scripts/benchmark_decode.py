@@ -16,7 +16,9 @@ layers, torchao), ``native-int8-legacy`` (the same with ``torch.ao.quantization.
 ``native-fp32-nocache`` (the prefix recomputed every step),
 ``ct2-<type>`` for any ``minitrans export --quantization`` type, and ``baseline-fp32``:
 native fp32 of another minitrans checkout (``--baseline DIR``, e.g. a ``git worktree`` of
-an older commit), to measure a change of the engine itself in the same run.
+an older commit), to measure a change of the engine itself in the same run. A system may
+end in ``@N`` to give it its own batch budget instead of ``--max-tokens`` (``native-fp32@30000``):
+the two engines count their budgets differently (see ``--max-tokens``).
 """
 
 from __future__ import annotations
@@ -133,21 +135,22 @@ def main() -> None:
     _, refs = load_eval_data("multi30k", args.split, None, None)
     refs = refs[: args.limit]
     with tempfile.TemporaryDirectory(prefix="minitrans-bench-") as workdir:
-        for system in systems:
-            if system.startswith("ct2-"):
-                export_ctranslate2(args.checkpoint, Path(workdir) / system, system[4:])
+        for name in sorted({system.partition("@")[0] for system in systems}):
+            if name.startswith("ct2-"):
+                export_ctranslate2(args.checkpoint, Path(workdir) / name, name[4:])
         runs: dict[tuple[str, str], list[dict]] = {}
         for round_ in range(args.rounds):
             for mode in modes:
                 for system in systems:
-                    command = [sys.executable, __file__, "--checkpoint", args.checkpoint, "--child", system,
+                    name, _, budget = system.partition("@")
+                    command = [sys.executable, __file__, "--checkpoint", args.checkpoint, "--child", name,
                                "--mode", mode, "--workdir", workdir, "--split", args.split,
                                "--limit", str(args.limit), "--threads", str(args.threads),
-                               "--max-tokens", str(args.max_tokens)]
+                               "--max-tokens", budget or str(args.max_tokens)]
                     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-                    if system.startswith("baseline"):
+                    if name.startswith("baseline"):
                         env["PYTHONPATH"] = args.baseline  # its `minitrans` package comes first
-                        command[command.index(system)] = "native-fp32"
+                        command[command.index(name)] = "native-fp32"
                     out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
                     result = json.loads(out.strip().splitlines()[-1])
                     runs.setdefault((system, mode), []).append(result)
