@@ -38,6 +38,7 @@ CTranslate2 conventions and how they are mapped:
 from __future__ import annotations
 
 import os
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -67,7 +68,13 @@ def quantize_int8(model) -> None:
         weight = model.tgt_embed.weight
         model.output_proj = torch.nn.Linear(weight.size(1), weight.size(0), bias=False)
         model.output_proj.weight = torch.nn.Parameter(weight.detach().clone(), requires_grad=False)
-    torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+    # PyTorch 2.13 warns that torch.ao.quantization and its quantized tensor types are deprecated
+    # (the second on every user's terminal); --int8 uses them knowingly (torchao's int8 measured
+    # slower: README, Speed) and the user can do nothing about it, so these two are silenced here.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated")
+        warnings.filterwarnings("ignore", message=r".*quantized tensor creation functions .* are deprecated")
+        torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
 class NativeEngine:

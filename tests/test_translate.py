@@ -1,4 +1,6 @@
 import logging
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -96,3 +98,17 @@ def test_int8_decoding_stays_close_to_fp32(trained_checkpoint):
     ref = Translator.from_checkpoint(trained_checkpoint).translate(sentences, beam_size=3)
     out = int8.translate(sentences, beam_size=3)
     assert sum(a == b for a, b in zip(out, ref)) >= 18
+
+
+def test_int8_does_not_print_pytorchs_deprecation_warnings():
+    """`--int8` uses torch.ao's dynamic quantisation knowingly; PyTorch's deprecation warnings
+    about it (one of them C++'s warn-once, hence a fresh process) must not reach the user."""
+    code = ("import warnings, torch; warnings.simplefilter('always')\n"
+            "from minitrans.engines import quantize_int8\n"
+            "m = torch.nn.Module(); m.output_proj = torch.nn.Linear(8, 8)\n"
+            "with warnings.catch_warnings(record=True) as seen:\n"
+            "    warnings.simplefilter('always'); quantize_int8(m)\n"
+            "print(type(m.output_proj).__module__, [str(w.message)[:80] for w in seen])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("torch.ao.nn.quantized.dynamic")  # it did quantise
+    assert "deprecated" not in out.stdout + out.stderr
