@@ -18,7 +18,9 @@ import lightning as L
 import sacrebleu
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.trainer.states import TrainerFn
 
 from minitrans import __version__
 from minitrans.batching import Batch
@@ -261,6 +263,18 @@ class TranslationModule(L.LightningModule):
         for key, value in self._eval_metrics().items():
             self.log(f"val_{key}", value, prog_bar=key in ("loss", "bleu"), sync_dist=True)
         self._last_step_time = None  # validation time is not training throughput
+
+    def on_validation_end(self) -> None:
+        # When max_time runs out during a validation, training stops here. Otherwise Lightning
+        # trains one more step, its Timer stops it then, and it validates again: two checkpoints
+        # one step apart among the best, which weakens top-k averaging (README, seed variance).
+        if self.trainer.state.fn != TrainerFn.FITTING or self.trainer.sanity_checking:
+            return
+        timer = next((c for c in self.trainer.callbacks if isinstance(c, Timer)), None)
+        left = timer.time_remaining() if timer is not None else None
+        if left is not None:
+            out_of_time = self.trainer.strategy.broadcast(left <= 0)  # every rank stops, or none
+            self.trainer.should_stop = self.trainer.should_stop or out_of_time
 
     def _wall_minutes(self) -> float:
         """Wall-clock minutes of training so far, those before a resume included (as

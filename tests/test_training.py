@@ -87,6 +87,37 @@ def test_wall_minutes_continue_across_a_resume(prepared, tmp_path, monkeypatch):
     assert run(6, ckpt_path=tmp_path / "3.ckpt") == pytest.approx(20.0)
 
 
+def test_a_validation_that_outlasts_max_time_is_the_last(prepared, monkeypatch):
+    """When ``max_time`` runs out during a validation, training stops there: before, it ran one
+    more step and validated again, which left two checkpoints one step apart among the best
+    (README, seed variance)."""
+    import types
+
+    from lightning.pytorch.callbacks import timer
+
+    clock = [0.0]
+    monkeypatch.setattr(timer, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+
+    class SlowValidation(L.Callback):
+        def __init__(self):
+            self.steps = []
+
+        def on_validation_start(self, trainer, module):
+            clock[0] += 1000.0  # this validation outlasts max_time (60 s)
+            self.steps.append(trainer.global_step)
+
+    dm = make_datamodule(Path(prepared.hparams.data_dir), prepared.hparams.cache_dir)
+    model = TranslationModule(ModelConfig(vocab_size=320, **SMALL), warmup_steps=10, val_bleu=False)
+    validations = SlowValidation()
+    trainer = L.Trainer(max_time="00:00:01:00", max_epochs=3, accelerator="cpu", logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        limit_val_batches=1, num_sanity_val_steps=0, callbacks=[validations])
+    trainer.fit(model, dm, weights_only=True)
+    epoch = trainer.num_training_batches
+    assert validations.steps == [epoch]  # the epoch's validation, and no other
+    assert trainer.global_step == epoch
+
+
 def test_checkpoint_round_trip_gives_identical_logits(prepared, tmp_path):
     _, module = fit(prepared, 3, save_to=tmp_path / "m.ckpt")
     model, tokenizer, meta = load_for_inference(tmp_path / "m.ckpt")
