@@ -77,6 +77,20 @@ def quantize_int8(model) -> None:
         torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
+def token_batches(sources: list[list[int]], max_tokens: int, beam_size: int) -> list[list[int]]:
+    """Indices of ``sources`` in decoding batches: sorted by length (little padding), each batch
+    within ``max_tokens`` counted as sentences × longest source × beam (at least one sentence)."""
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    batches, start = [], 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and (end - start + 1) * len(sources[order[end]]) * beam_size <= max_tokens:
+            end += 1
+        batches.append(order[start:end])
+        start = end
+    return batches
+
+
 class NativeEngine:
     """minitrans's Transformer with :func:`greedy_search` / :func:`beam_search`.
 
@@ -117,14 +131,8 @@ class NativeEngine:
     def search(self, sources: list[list[int]], beam_size: int, alpha: float, nbest: int, max_len_a: float,
                max_len_b: int, use_cache: bool = True) -> list[list[Hypothesis]]:
         """Hypotheses (best first) for each eos-terminated source, in input order."""
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         results: list[list[Hypothesis]] = [[] for _ in sources]
-        start = 0
-        while start < len(order):  # token-budget batches of similar length
-            end = start + 1
-            while end < len(order) and (end - start + 1) * len(sources[order[end]]) * beam_size <= self.max_tokens:
-                end += 1
-            chunk = order[start:end]
+        for chunk in token_batches(sources, self.max_tokens, beam_size):
             src = pad([sources[i] for i in chunk]).to(self.device)
             with torch.inference_mode():
                 if beam_size == 1 and nbest == 1:
@@ -133,7 +141,6 @@ class NativeEngine:
                     hyps = beam_search(self.model, src, beam_size, alpha, max_len_a, max_len_b, nbest, use_cache)
             for i, hyp_list in zip(chunk, hyps):
                 results[i] = hyp_list
-            start = end
         return results
 
 

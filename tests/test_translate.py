@@ -112,3 +112,16 @@ def test_int8_does_not_print_pytorchs_deprecation_warnings():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("torch.ao.nn.quantized.dynamic")  # it did quantise
     assert "deprecated" not in out.stdout + out.stderr
+
+
+def test_token_batches_cover_every_sentence_once_within_the_budget():
+    from minitrans.engines import token_batches
+
+    sources = [[5] * n for n in (9, 2, 30, 4, 4, 7, 1, 12)]
+    batches = token_batches(sources, max_tokens=40, beam_size=2)
+    assert sorted(i for b in batches for i in b) == list(range(len(sources)))
+    flat = [len(sources[i]) for b in batches for i in b]
+    assert flat == sorted(flat)  # by length: little padding
+    for b in batches:  # within budget, except a lone sentence longer than it (30 * 2 > 40)
+        assert len(b) * max(len(sources[i]) for i in b) * 2 <= 40 or len(b) == 1
+    assert [2] in batches  # the 30-token sentence alone
