@@ -5,7 +5,7 @@ against the engine's one loop with two intra-op threads (issue #13).
 
 Why: on these 2 cores CTranslate2 fp32 decodes about as fast with one thread as with two
 (README, Speed), while minitrans's small per-step operators scale poorly across two threads
-(py-spy: a fifth of the main thread's samples wait in OpenMP). Two workers decode different
+(py-spy: a quarter of the main thread's beam-search samples are in OpenMP's runtime, README, Speed). Two workers decode different
 batches at once; PyTorch releases the GIL inside operators. Same batches, same outputs (checked).
 Not wired into the engine: this script measures whether it is worth doing.
 """
