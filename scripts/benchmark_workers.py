@@ -5,9 +5,10 @@ against the engine's one loop with two intra-op threads (issue #13).
 
 Why: on these 2 cores CTranslate2 fp32 decodes about as fast with one thread as with two
 (README, Speed), while minitrans's small per-step operators scale poorly across two threads
-(py-spy: a quarter of the main thread's beam-search samples are in OpenMP's runtime, README, Speed). Two workers decode different
-batches at once; PyTorch releases the GIL inside operators. Same batches, same outputs (checked).
-Not wired into the engine: this script measures whether it is worth doing.
+(``scripts/pyspy_leaves.py``: a quarter of the main thread's beam-search samples are in OpenMP's
+runtime). Two workers decode different batches at once; PyTorch releases the GIL inside
+operators. Same batches, each decoded by the engine itself (``NativeEngine.search``); same
+outputs (checked). Not wired into the engine: this script measures whether it is worth doing.
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from minitrans import Translator
-from minitrans.batching import pad
 from minitrans.engines import token_batches
 from minitrans.evaluate import load_eval_data
-from minitrans.search import beam_search
+from minitrans.search import DEFAULT_ALPHA
 from minitrans.tokenizer import EOS_ID
 
 
@@ -35,23 +35,29 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=6000)
     args = parser.parse_args()
     translator = Translator.from_checkpoint(args.checkpoint)
-    model = translator.model
+    engine = translator.engine
     texts, _ = load_eval_data("multi30k", "test_2016_flickr", None, None)
     sources = [ids + [EOS_ID] for ids in translator.tokenizer.encode(texts)]
+    settings = (args.beam, DEFAULT_ALPHA, 1, translator.max_len_a, translator.max_len_b)
+    engine.max_tokens = args.max_tokens
     plan = token_batches(sources, args.max_tokens, args.beam)  # the engine's own batches
 
     def decode(chunk: list[int]) -> list[list[int]]:
-        with torch.inference_mode():
-            return [h[0].tokens for h in beam_search(model, pad([sources[i] for i in chunk]), args.beam)]
+        """One planned batch through the engine (it fits the budget, so the engine keeps it whole)."""
+        return [hyps[0].tokens for hyps in engine.search([sources[i] for i in chunk], *settings)]
 
-    def one_loop() -> list:
+    def one_loop() -> list[list[int]]:  # the engine as it runs today
         torch.set_num_threads(2)
-        return [decode(chunk) for chunk in plan]
+        return [hyps[0].tokens for hyps in engine.search(sources, *settings)]
 
-    def two_workers() -> list:
+    def two_workers() -> list[list[int]]:
         torch.set_num_threads(1)
+        tokens: list[list[int]] = [[] for _ in sources]
         with ThreadPoolExecutor(2) as pool:
-            return list(pool.map(decode, plan))
+            for chunk, outputs in zip(plan, pool.map(decode, plan)):
+                for i, out in zip(chunk, outputs):
+                    tokens[i] = out
+        return tokens
 
     decode(plan[0])  # warm-up
     times: dict[str, list[float]] = {"one loop, 2 threads": [], "two workers, 1 thread each": []}
