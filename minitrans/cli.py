@@ -241,8 +241,8 @@ def _load_translator(paths: list[str], a: argparse.Namespace):
     if a.ensemble:
         if a.engine == "ctranslate2":
             raise UsageError("--ensemble runs on the native engine: give .ckpt files without --engine ctranslate2.")
-        return Translator.from_checkpoints(paths, device=a.device, bf16=a.bf16, int8=a.int8)
-    return Translator.load(paths[0], a.engine, device=a.device, bf16=a.bf16, int8=a.int8)
+        return Translator.from_checkpoints(paths, device=a.device, bf16=a.bf16, int8=a.int8, workers=a.workers)
+    return Translator.load(paths[0], a.engine, device=a.device, bf16=a.bf16, int8=a.int8, workers=a.workers)
 
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
@@ -326,7 +326,7 @@ def cmd_serve(a: argparse.Namespace) -> None:
     settings = ServerSettings(max_sentences=a.max_sentences, max_chars=a.max_chars, max_queue=a.max_queue,
                               batching=not a.no_batching, batch_wait_ms=a.batch_wait_ms, timeout_s=a.timeout,
                               beam=a.beam, alpha=a.alpha)
-    serve(a.checkpoint, a.host, a.port, a.device, a.bf16, settings, a.engine, a.int8)
+    serve(a.checkpoint, a.host, a.port, a.device, a.bf16, settings, a.engine, a.int8, a.workers)
 
 
 def cmd_export(a: argparse.Namespace) -> None:
@@ -351,6 +351,20 @@ MODEL_HELP = "a .ckpt, or a folder written by `minitrans export` (with --engine 
 INT8_HELP = "dynamic int8 quantisation for CPU decoding (faster, not bit-exact)"
 ENSEMBLE_HELP = "decode several checkpoints (same tokenizer) as one model, averaging their probabilities"
 ENGINE_HELP = "native (PyTorch) or ctranslate2 (an exported folder); default: by what the model path is"
+WORKERS_HELP = ("batches decoded at once, each by its own thread with a share of the CPU threads "
+                "(default 0: two on a CPU with two or more threads, else one)")
+
+
+def _workers(text: str) -> int:
+    """``--workers``: a whole number, 0 for the default."""
+    from minitrans.engines import check_workers
+
+    from minitrans.errors import UsageError
+
+    try:
+        return check_workers(int(text) if text.strip().isdigit() else text)  # type: ignore[arg-type]
+    except UsageError as err:  # argparse words it as "argument --workers: ..."
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--workers ")) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -386,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--int8", action="store_true", help=INT8_HELP)
+    p.add_argument("--workers", type=_workers, default=0, help=WORKERS_HELP)
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", help=cmd_evaluate.__doc__)
@@ -404,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--int8", action="store_true", help=INT8_HELP)
+    p.add_argument("--workers", type=_workers, default=0, help=WORKERS_HELP)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("average", help=cmd_average.__doc__)
@@ -421,6 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--int8", action="store_true", help=INT8_HELP)
+    p.add_argument("--workers", type=_workers, default=0, help=WORKERS_HELP)
     p.add_argument("--max-sentences", type=int, default=64, help="sentences per request (413 beyond)")
     p.add_argument("--max-chars", type=int, default=2000, help="characters per sentence (413 beyond)")
     p.add_argument("--max-queue", type=int, default=1024, help="sentences queued at once (503 beyond)")

@@ -49,6 +49,7 @@ from minitrans.config import ModelConfig
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.search import Hypothesis, beam_search, greedy_search, length_limits, length_penalty
 from minitrans.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from minitrans.workers import WorkerPool, default_workers
 
 ENGINES = ("native", "ctranslate2")
 #: The length penalty asked of CTranslate2: not 0, because 0 switches its beam search to an
@@ -91,6 +92,26 @@ def token_batches(sources: list[list[int]], max_tokens: int, beam_size: int) -> 
     return batches
 
 
+def spread(plan: list[list[int]], parts: int) -> list[list[int]]:
+    """``plan`` with its largest batches halved until it has ``parts`` batches (or only
+    single sentences), so that a few sentences still keep every worker busy."""
+    plan = list(plan)
+    while len(plan) < parts:
+        largest = max(range(len(plan)), key=lambda b: len(plan[b]))
+        batch = plan[largest]
+        if len(batch) < 2:
+            break
+        plan[largest:largest + 1] = [batch[:len(batch) // 2], batch[len(batch) // 2:]]
+    return plan
+
+
+def check_workers(workers: int) -> int:
+    """``workers`` if it is a valid setting (0 = the device's default), else a UsageError."""
+    if not isinstance(workers, int) or workers < 0:
+        raise UsageError(f"--workers must be a whole number of at least 1 (0 = automatic), got {workers!r}.")
+    return workers
+
+
 class NativeEngine:
     """minitrans's Transformer with :func:`greedy_search` / :func:`beam_search`.
 
@@ -101,11 +122,15 @@ class NativeEngine:
             bit-exact; log-probabilities and scores stay float32). Casting once avoids
             autocast's cast of every weight at every call (README, Speed).
         int8: Quantise the model's matrices to int8 first (CPU only; see :func:`quantize_int8`).
+        workers: Beam-search batches decoded at once, each by a thread of its own with an equal
+            share of the intra-op threads (:mod:`minitrans.workers`); 0 = :func:`default_workers`.
+            The outputs do not depend on it.
     """
 
     name = "native"
 
-    def __init__(self, model, max_tokens: int = 6000, bf16: bool = False, int8: bool = False) -> None:
+    def __init__(self, model, max_tokens: int = 6000, bf16: bool = False, int8: bool = False,
+                 workers: int = 0) -> None:
         self.model, self.max_tokens, self.bf16 = model.eval(), max_tokens, bf16
         if int8:
             if bf16:
@@ -116,6 +141,8 @@ class NativeEngine:
             quantize_int8(model)
         if bf16:
             model.to(torch.bfloat16)
+        self.workers = check_workers(workers) or default_workers(self.device)
+        self._pool: WorkerPool | None = None
 
     @property
     def config(self) -> ModelConfig:
@@ -131,17 +158,38 @@ class NativeEngine:
     def search(self, sources: list[list[int]], beam_size: int, alpha: float, nbest: int, max_len_a: float,
                max_len_b: int, use_cache: bool = True) -> list[list[Hypothesis]]:
         """Hypotheses (best first) for each eos-terminated source, in input order."""
-        results: list[list[Hypothesis]] = [[] for _ in sources]
-        for chunk in token_batches(sources, self.max_tokens, beam_size):
+
+        def decode(chunk: list[int]) -> list[list[Hypothesis]]:
             src = pad([sources[i] for i in chunk]).to(self.device)
-            with torch.inference_mode():
+            with torch.inference_mode():  # per thread: it must be entered in the worker
                 if beam_size == 1 and nbest == 1:
-                    hyps = [[h] for h in greedy_search(self.model, src, max_len_a, max_len_b, use_cache)]
-                else:
-                    hyps = beam_search(self.model, src, beam_size, alpha, max_len_a, max_len_b, nbest, use_cache)
+                    return [[h] for h in greedy_search(self.model, src, max_len_a, max_len_b, use_cache)]
+                return beam_search(self.model, src, beam_size, alpha, max_len_a, max_len_b, nbest, use_cache)
+
+        plan = token_batches(sources, self.max_tokens, beam_size)
+        # Greedy search runs in the caller: its steps are a few large matrix products that use
+        # both threads well, and two workers measured 0.91-1.00x (README, Speed).
+        workers = self.workers if beam_size > 1 else 1
+        if workers > 1:
+            plan = spread(plan, workers)[::-1]  # longest first: the last batch to start is a short one
+        outputs = self._worker_pool().map(decode, plan) if len(plan) > 1 and workers > 1 else map(decode, plan)
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        for chunk, hyps in zip(plan, outputs):
             for i, hyp_list in zip(chunk, hyps):
                 results[i] = hyp_list
         return results
+
+    def _worker_pool(self) -> WorkerPool:
+        """The workers, started at the first search that has batches for them."""
+        if self._pool is None:
+            self._pool = WorkerPool(self.workers, max(1, torch.get_num_threads() // self.workers))
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker threads (a later search starts them again)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
 
 class CTranslate2Engine:
@@ -153,22 +201,27 @@ class CTranslate2Engine:
         config: The model's :class:`ModelConfig` (from the folder's ``minitrans.json``).
         device: ``cpu`` or ``cuda``.
         compute_type: CTranslate2's compute type; ``default`` keeps the exported weight type.
-        threads: Intra-op threads (default: PyTorch's setting, so both engines compare fairly).
+        threads: Intra-op threads in all (default: PyTorch's setting, so both engines compare fairly).
         max_tokens: Token budget of a CTranslate2 batch.
+        workers: Batches decoded at once (CTranslate2's ``inter_threads``), each with an equal
+            share of ``threads``; 0 = :func:`default_workers`, as for the native engine.
     """
 
     name = "ctranslate2"
     bf16 = False
 
     def __init__(self, path: str | os.PathLike, tokenizer: Tokenizer, config: ModelConfig, device: str = "cpu",
-                 compute_type: str = "default", threads: int = 0, max_tokens: int = 6000) -> None:
+                 compute_type: str = "default", threads: int = 0, max_tokens: int = 6000, workers: int = 0) -> None:
         from minitrans.export import import_ctranslate2
 
         ctranslate2 = import_ctranslate2()
         self.path, self.config, self.max_tokens = Path(path), config, max_tokens
+        threads = threads or torch.get_num_threads()
+        self.workers = check_workers(workers) or default_workers(device, threads)
         try:
             self.translator = ctranslate2.Translator(str(path), device=device, compute_type=compute_type,
-                                                     intra_threads=threads or torch.get_num_threads())
+                                                     inter_threads=self.workers,
+                                                     intra_threads=max(1, threads // self.workers))
         except (RuntimeError, ValueError) as err:
             raise CheckpointError(f"{path}: CTranslate2 cannot load this model: {str(err).splitlines()[0]}") from None
         self.pieces = tokenizer.pieces(range(tokenizer.vocab_size))
@@ -195,16 +248,18 @@ class CTranslate2Engine:
             groups[limit].append(i)
         results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in sources]  # limit 1: eos at once
         eos = self.pieces[EOS_ID]
+        calls = []  # every group is submitted first, so that the workers decode groups at once
         for limit, members in groups.items():
             if limit == 1:
                 continue
-            outputs = self.translator.translate_batch(
-                [[self.pieces[t] for t in sources[i]] for i in members],
+            calls.append((members, self.translator.translate_batch(
+                [[self.pieces[t] for t in sources[i]] for i in members], asynchronous=True,
                 beam_size=beam_size, num_hypotheses=beam_size, length_penalty=NEUTRAL_PENALTY,
                 max_decoding_length=limit - 1, min_decoding_length=0, return_end_token=True, return_scores=True,
                 suppress_sequences=[[self.pieces[PAD_ID]], [self.pieces[BOS_ID]]], max_input_length=0,
-                max_batch_size=self.max_tokens, batch_type="tokens")
-            for i, output in zip(members, outputs):
+                max_batch_size=self.max_tokens, batch_type="tokens")))
+        for members, pending in calls:
+            for i, output in zip(members, (answer.result() for answer in pending)):
                 hyps = []
                 for pieces, score in zip(output.hypotheses, output.scores):
                     raw = score * len(pieces) ** NEUTRAL_PENALTY  # undo CTranslate2's normalisation
@@ -218,7 +273,7 @@ class CTranslate2Engine:
 
 
 def load_export(path: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
-                threads: int = 0) -> tuple[CTranslate2Engine, Tokenizer, dict]:
+                threads: int = 0, workers: int = 0) -> tuple[CTranslate2Engine, Tokenizer, dict]:
     """Open a folder written by ``minitrans export``: ``(engine, tokenizer, metadata)``."""
     from minitrans.export import META_FILE, SPM_FILE, is_export, read_metadata
 
@@ -235,5 +290,5 @@ def load_export(path: str | os.PathLike, device: str = "cpu", compute_type: str 
     if tokenizer.fingerprint() != meta.get("tokenizer_fingerprint"):
         raise CheckpointError(f"{path}: {SPM_FILE} is not the SentencePiece model the weights were exported with; "
                               "export the checkpoint again.")
-    return CTranslate2Engine(path, tokenizer, config, device, compute_type, threads), tokenizer, meta
+    return CTranslate2Engine(path, tokenizer, config, device, compute_type, threads, workers=workers), tokenizer, meta
 

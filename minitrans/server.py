@@ -211,7 +211,7 @@ def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
             "training_data": {k: data.get(k) for k in ("dataset", "corpora", "vocab_size") if k in data},
             "validation": meta.get("validation"), "averaged_from": meta.get("averaged_from"),
             "decoding": {"max_len_a": translator.max_len_a, "max_len_b": translator.max_len_b,
-                         "bf16": translator.bf16}}
+                         "bf16": translator.bf16, "workers": translator.engine.workers}}
 
 
 def create_app(translator: Translator, settings: ServerSettings | None = None):
@@ -315,11 +315,13 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
 
 
 def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, device: str = "cpu", bf16: bool = False,
-          settings: ServerSettings | None = None, engine: str | None = None, int8: bool = False) -> None:
+          settings: ServerSettings | None = None, engine: str | None = None, int8: bool = False,
+          workers: int = 0) -> None:
     """Load the checkpoint (or exported folder) and serve it with uvicorn until SIGINT/SIGTERM."""
     import uvicorn
 
-    translator = Translator.load(checkpoint, engine, device=device, bf16=bf16, **({"int8": True} if int8 else {}))
+    translator = Translator.load(checkpoint, engine, device=device, bf16=bf16, workers=workers,
+                                 **({"int8": True} if int8 else {}))
     app = create_app(translator, settings)
     log.info("serving %s on http://%s:%d", checkpoint, host, port)
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30)

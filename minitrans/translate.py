@@ -62,12 +62,16 @@ class Translator:
         int8: Dynamic int8 quantisation for CPU decoding (native engine): 1.20x the fp32
             beam-search rate with the same BLEU for the quickstart model (README, Speed);
             off by default (outputs differ from fp32 on about a fifth of the sentences).
+        workers: Batches decoded at once, each by its own thread with a share of the intra-op
+            threads (:mod:`minitrans.workers`; CTranslate2's ``inter_threads`` for an export);
+            0 = two on a CPU with two or more threads, else one. Outputs do not depend on it.
     """
 
     def __init__(self, model, tokenizer: Tokenizer, max_tokens: int = 6000,
                  max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B, bf16: bool = False,
-                 int8: bool = False) -> None:
-        self.engine = NativeEngine(model, max_tokens, bf16, int8) if isinstance(model, torch.nn.Module) else model
+                 int8: bool = False, workers: int = 0) -> None:
+        self.engine = (NativeEngine(model, max_tokens, bf16, int8, workers) if isinstance(model, torch.nn.Module)
+                       else model)
         self.tokenizer = tokenizer
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.meta: dict = {}
@@ -103,9 +107,9 @@ class Translator:
 
     @classmethod
     def from_export(cls, path: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
-                    threads: int = 0, **kwargs) -> "Translator":
+                    threads: int = 0, workers: int = 0, **kwargs) -> "Translator":
         """Load a folder written by ``minitrans export`` (CTranslate2 engine)."""
-        engine, tokenizer, meta = load_export(path, device, compute_type, threads)
+        engine, tokenizer, meta = load_export(path, device, compute_type, threads, workers)
         decoding = {**meta.get("decoding", {}), **kwargs}
         engine.max_tokens = decoding.pop("max_tokens", engine.max_tokens)
         translator = cls(engine, tokenizer, **decoding)

@@ -18,7 +18,10 @@ layers, torchao), ``native-int8-legacy`` (the same with ``torch.ao.quantization.
 native fp32 of another minitrans checkout (``--baseline DIR``, e.g. a ``git worktree`` of
 an older commit), to measure a change of the engine itself in the same run. A system may
 end in ``@N`` to give it its own batch budget instead of ``--max-tokens`` (``native-fp32@30000``):
-the two engines count their budgets differently (see ``--max-tokens``).
+the two engines count their budgets differently (see ``--max-tokens``). A system name may end
+in ``-wN`` for N decoding workers (``native-fp32-w1``, ``ct2-float32-w2``; default: the engines'
+default, two on 2 threads), to compare one batch at a time with ``--threads`` intra-op threads
+against N batches at once.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -46,12 +50,13 @@ def child(args: argparse.Namespace) -> None:
     sources, _ = load_eval_data("multi30k", args.split, None, None)
     sources = sources[: args.limit]
     system, beam = args.child, 1 if args.mode == "greedy" else int(args.mode[4:])
+    workers = {"workers": args.workers} if args.workers else {}  # a --baseline checkout may predate workers
     if system.startswith("ct2-"):
         translator = Translator.from_export(Path(args.workdir) / system, threads=args.threads,
-                                            max_tokens=args.max_tokens)
+                                            max_tokens=args.max_tokens, **workers)
     else:
         translator = Translator.from_checkpoint(args.checkpoint, bf16=system == "native-bf16",
-                                                max_tokens=args.max_tokens)
+                                                max_tokens=args.max_tokens, **workers)
         if system.startswith("native-int8"):
             quantize_int8(translator.model, legacy=system.endswith("legacy"))
     started = time.perf_counter()
@@ -103,6 +108,13 @@ def quantize_int8(model, legacy: bool = False) -> None:
     quantize_(model, Int8DynamicActivationInt8WeightConfig())
 
 
+def parse_system(system: str) -> tuple[str, int, str]:
+    """``name[-wN][@budget]`` -> (name, workers or 0 for the default, budget or "")."""
+    spec, _, budget = system.partition("@")
+    name, workers = re.fullmatch(r"(.+?)(?:-w(\d+))?", spec).groups()
+    return name, int(workers or 0), budget
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True)
@@ -122,6 +134,7 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args)
@@ -135,15 +148,16 @@ def main() -> None:
     _, refs = load_eval_data("multi30k", args.split, None, None)
     refs = refs[: args.limit]
     with tempfile.TemporaryDirectory(prefix="minitrans-bench-") as workdir:
-        for name in sorted({system.partition("@")[0] for system in systems}):
+        for name in sorted({parse_system(system)[0] for system in systems}):
             if name.startswith("ct2-"):
                 export_ctranslate2(args.checkpoint, Path(workdir) / name, name[4:])
         runs: dict[tuple[str, str], list[dict]] = {}
         for round_ in range(args.rounds):
             for mode in modes:
                 for system in systems:
-                    name, _, budget = system.partition("@")
+                    name, workers, budget = parse_system(system)
                     command = [sys.executable, __file__, "--checkpoint", args.checkpoint, "--child", name,
+                               "--workers", str(workers),
                                "--mode", mode, "--workdir", workdir, "--split", args.split,
                                "--limit", str(args.limit), "--threads", str(args.threads),
                                "--max-tokens", budget or str(args.max_tokens)]
@@ -157,10 +171,12 @@ def main() -> None:
                     print(f"round {round_ + 1}: {system:<20} {mode:<7} {result['sentences'] / result['seconds']:7.1f} "
                           f"sent/s", file=sys.stderr, flush=True)
     print(f"{len(refs)} sentences of multi30k {args.split}, {args.threads} threads, median of {args.rounds} rounds")
-    print("| system | mode | sent/s | tok/s | BLEU | identical to native-fp32 | peak RSS MiB |")
+    natives = [system for system in systems if parse_system(system)[0] == "native-fp32"]
+    print(f"| system | mode | sent/s | tok/s | BLEU | identical to {natives[0] if natives else 'native-fp32'} "
+          "| peak RSS MiB |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for mode in modes:
-        reference = runs.get(("native-fp32", mode), [None])[0]
+        reference = runs[(natives[0], mode)][0] if natives else None
         for system in systems:
             results = runs[(system, mode)]
             median = statistics.median(r["seconds"] for r in results)

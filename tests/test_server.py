@@ -104,6 +104,7 @@ def test_health_model_and_openapi(client, translator):
     assert info["vocab_size"] == translator.tokenizer.vocab_size
     assert info["parameters"] == sum(p.numel() for p in translator.model.parameters())
     assert info["model_config"]["d_model"] == translator.model.config.d_model
+    assert info["decoding"]["workers"] == translator.engine.workers >= 1
     schema = client.get("/openapi.json").json()
     assert "/v1/translate" in schema["paths"]
     assert client.get("/docs").status_code == 404  # its page would load a CDN
