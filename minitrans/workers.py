@@ -30,9 +30,10 @@ R = TypeVar("R")
 
 
 def default_workers(device: torch.device | str, threads: int | None = None) -> int:
-    """Workers for a device: on CPU two when there are at least two intra-op threads (measured
-    1.2-1.3x the beam-search rate of one worker on 2 cores: README, Speed), else one. A GPU runs
-    one worker (its kernels are queued on one stream anyway)."""
+    """Workers for a device: on CPU two when there are at least two intra-op threads (beam 5 at
+    1.12-1.24x the rate of one worker on 2 cores: README, Speed), else one. A GPU runs one worker
+    (its kernels are queued on one stream anyway). Only 2 cores were measured; more workers are
+    the user's choice (``--workers``)."""
     if torch.device(device).type != "cpu":
         return 1
     return min(2, threads or torch.get_num_threads())
@@ -52,7 +53,7 @@ class WorkerPool:
             raise ValueError(f"a pool needs at least 2 workers of at least 1 thread, got {workers} x {threads}")
         self.workers, self.threads = workers, threads
         process_default = torch.get_num_threads()
-        ready = threading.Barrier(workers + 1)
+        ready = threading.Barrier(workers + 1, timeout=60)  # a worker that fails to start breaks it, never hangs
 
         def start_worker() -> None:
             torch.get_num_threads()  # this thread's first-use initialisation (reads the process default)
