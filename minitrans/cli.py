@@ -351,14 +351,13 @@ MODEL_HELP = "a .ckpt, or a folder written by `minitrans export` (with --engine 
 INT8_HELP = "dynamic int8 quantisation for CPU decoding (faster, not bit-exact)"
 ENSEMBLE_HELP = "decode several checkpoints (same tokenizer) as one model, averaging their probabilities"
 ENGINE_HELP = "native (PyTorch) or ctranslate2 (an exported folder); default: by what the model path is"
-WORKERS_HELP = ("batches decoded at once, each by its own thread with a share of the CPU threads "
+WORKERS_HELP = ("beam-search batches decoded at once, each by its own thread with a share of the CPU threads "
                 "(default 0: two on a CPU with two or more threads, else one)")
 
 
 def _workers(text: str) -> int:
     """``--workers``: a whole number, 0 for the default."""
     from minitrans.engines import check_workers
-
     from minitrans.errors import UsageError
 
     try:
