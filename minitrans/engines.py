@@ -169,10 +169,10 @@ class NativeEngine:
         plan = token_batches(sources, self.max_tokens, beam_size)
         # Greedy search runs in the caller: its steps are a few large matrix products that use
         # both threads well, and two workers measured 0.91-1.00x (README, Speed).
-        workers = self.workers if beam_size > 1 else 1
-        if workers > 1:
-            plan = spread(plan, workers)[::-1]  # longest first: the last batch to start is a short one
-        outputs = self._worker_pool().map(decode, plan) if len(plan) > 1 and workers > 1 else map(decode, plan)
+        parallel = beam_size > 1 and self.workers > 1
+        if parallel:
+            plan = spread(plan, self.workers)[::-1]  # longest first: the last batch to start is a short one
+        outputs = self._worker_pool().map(decode, plan) if parallel and len(plan) > 1 else map(decode, plan)
         results: list[list[Hypothesis]] = [[] for _ in sources]
         for chunk, hyps in zip(plan, outputs):
             for i, hyp_list in zip(chunk, hyps):

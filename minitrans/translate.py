@@ -63,7 +63,8 @@ class Translator:
             beam-search rate with the same BLEU for the quickstart model (README, Speed);
             off by default (outputs differ from fp32 on about a fifth of the sentences).
         workers: Batches decoded at once, each by its own thread with a share of the intra-op
-            threads (:mod:`minitrans.workers`; CTranslate2's ``inter_threads`` for an export);
+            threads (:mod:`minitrans.workers`; beam search only on the native engine, whose
+            greedy search stays in the caller; CTranslate2's ``inter_threads`` for an export);
             0 = two on a CPU with two or more threads, else one. Outputs do not depend on it.
     """
 

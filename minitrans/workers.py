@@ -44,7 +44,7 @@ class WorkerPool:
     over items on them and yields the results in order.
 
     Args:
-        workers: Threads that decode at once (at least 2; one worker is the caller itself).
+        workers: Threads that decode at once (at least 2: with one, the engine decodes in the caller).
         threads: Intra-op threads of each worker.
     """
 
