@@ -21,7 +21,7 @@ import torch
 
 from minitrans.config import ModelConfig
 from minitrans.errors import CheckpointError, UsageError
-from minitrans.textio import atomic_output, same_file
+from minitrans.textio import atomic_output, same_file, write_failed
 from minitrans.tokenizer import Tokenizer
 from minitrans.transformer import Transformer
 
@@ -29,8 +29,14 @@ from minitrans.transformer import Transformer
 def save_atomic(obj: Any, path: str | os.PathLike) -> None:
     """``torch.save`` through :func:`~minitrans.textio.atomic_output`: a crash never leaves a
     truncated file under the final name, and temporaries of killed earlier saves are removed."""
-    with atomic_output(path, "wb") as f:
-        torch.save(obj, f)
+    try:
+        with atomic_output(path, "wb") as f:
+            torch.save(obj, f)
+    except RuntimeError as err:  # torch's zip writer reports a failed write (disk full) this way
+        cause = err.__context__ if isinstance(err.__context__, OSError) else err
+        if cause is err and "writ" not in str(err):
+            raise
+        raise write_failed(path, cause) from None
 
 
 def copy_atomic(source: str | os.PathLike, target: str | os.PathLike) -> None:

@@ -20,10 +20,13 @@ import warnings
 from pathlib import Path
 
 from minitrans.errors import CheckpointError, MinitransError, UsageError
-from minitrans.textio import atomic_output, check_writable, check_writable_folder, iter_lines, read_lines, same_file
+from minitrans.textio import (atomic_output, check_writable, check_writable_folder, is_readable_file, iter_lines,
+                              read_lines, same_file)
 
 log = logging.getLogger("minitrans")
 LIGHTNING_COMMANDS = ("train", "fit", "validate", "test")
+#: Lines translated at once from a file or stdin: large enough for full decoding batches.
+CHUNK_LINES = 1000
 BF16_HELP = "decode with bf16 weights (faster on AMX CPUs for larger models, not bit-exact)"
 
 
@@ -38,6 +41,11 @@ def _lightning_cli_class():
 
     class MinitransCLI(LightningCLI):
         """LightningCLI with minitrans's links, checkpointing and loggers."""
+
+        def init_parser(self, **kwargs):
+            parser = super().init_parser(**kwargs)
+            parser.__class__ = _one_line_errors(type(parser))
+            return parser
 
         def add_arguments_to_parser(self, parser) -> None:
             parser.link_arguments("data.vocab_size", "model.config.vocab_size", apply_on="parse")
@@ -58,6 +66,27 @@ def _lightning_cli_class():
                                  "early_stopping.patience": 10})
             if "weights_only" in {a.dest for a in parser._actions}:  # fit/validate/test
                 parser.set_defaults({"weights_only": True})  # resuming never unpickles code
+
+        def _parse_ckpt_path(self) -> None:
+            """Lightning restores the model's hyperparameters from ``--resume CKPT`` over the
+            user's: a changed setting would be ignored without a word. Refuse instead, naming
+            each setting that differs (``init_from`` is ignored on resume, as documented)."""
+            sub = self.config.get("subcommand")
+            # validate/test take the checkpoint's settings by design; only training resumes.
+            before = _flat(self.config[sub]["model"]) if sub == "fit" and self.config[sub].get("model") else None
+            super()._parse_ckpt_path()
+            if before is None:
+                return
+            after = _flat(self.config[sub]["model"])
+            differ = [k for k in sorted(set(before) | set(after))
+                      if k != "init_from" and before.get(k) != after.get(k)]
+            if differ:
+                shown = ", ".join(f"model.{k} ({before.get(k)!r} given, {after.get(k)!r} in the checkpoint)"
+                                  for k in differ[:4])
+                more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+                raise UsageError(f"--resume {self.config[sub].get('ckpt_path')}: the run's model settings cannot change "
+                                 f"when resuming, and these differ: {shown}{more}. Drop those overrides (or the "
+                                 "changed config), or start a new run with model.init_from CKPT to fine-tune.")
 
         def _instantiate_trainer(self, config, callbacks):
             if config.get("logger") in (None, True):  # CSV always, TensorBoard when installed
@@ -84,6 +113,30 @@ def _lightning_cli_class():
                          callback.best_model_score, best, target)
 
     return MinitransCLI, LearningRateMonitor
+
+
+def _one_line_errors(parser_class):
+    """``parser_class`` whose errors are one-line :class:`UsageError`s (exit 2), not a page of
+    usage text before the message."""
+
+    class OneLineErrors(parser_class):
+        def error(self, message: str, ex: Exception | None = None):
+            raise UsageError(f"{' '.join(str(message).split())} (see `minitrans train --help`)") from None
+
+    OneLineErrors.__name__ = parser_class.__name__
+    return OneLineErrors
+
+
+def _flat(namespace) -> dict:
+    """A jsonargparse namespace (or dict) as ``{"a.b": value}``, tuples as lists."""
+    items = namespace.as_dict() if hasattr(namespace, "as_dict") else dict(namespace)
+    out = {}
+    for key, value in items.items():
+        if isinstance(value, dict):
+            out.update({f"{key}.{k}": v for k, v in _flat(value).items()})
+        else:
+            out[key] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 def _check_resumable(args: list[str]) -> None:
@@ -147,13 +200,16 @@ def _lines(a: argparse.Namespace):
     """Yield ``(first line number, chunk of input lines)``: arguments, a file, or stdin (line by
     line when interactive). Lines are split on ``\\n`` only, as ``wc -l`` counts them. A file is
     read and decoded whole before anything is translated, so a bad byte stops the command at
-    once, naming its line; stdin is decoded chunk by chunk, so what was translated before a bad
-    line has already been written."""
+    once, naming its line, and is then translated in chunks of :data:`CHUNK_LINES`, so that the
+    first lines come out (``| head``) before the last are decoded. Stdin is decoded chunk by
+    chunk, so what was translated before a bad line has already been written."""
     if a.sentences:
         yield 1, list(a.sentences)
         return
     if a.input:
-        yield 1, read_lines(a.input, "Input file")
+        lines = read_lines(a.input, "Input file")
+        for start in range(0, len(lines), CHUNK_LINES):
+            yield start + 1, lines[start:start + CHUNK_LINES]
         return
     interactive = sys.stdin.isatty()
     # Bytes, so that decoding (and its errors) is ours; a text-only stream (tests, embedding)
@@ -163,7 +219,7 @@ def _lines(a: argparse.Namespace):
     first = 1
     for number, line in enumerate(iter_lines(stream, "<stdin>"), 1):
         chunk.append(line)
-        if interactive or len(chunk) >= 1000:
+        if interactive or len(chunk) >= CHUNK_LINES:
             yield first, chunk
             chunk, first = [], number + 1
     if chunk:
@@ -191,8 +247,9 @@ def cmd_translate(a: argparse.Namespace) -> None:
     # Everything that can be checked is checked before the model is loaded.
     check_decoding(a.beam, a.alpha, a.nbest)
     _check_device(a.device)
-    if a.input and not Path(a.input).is_file():
-        raise UsageError(f"--input {a.input}: no such file.")
+    if a.input and not is_readable_file(a.input):
+        what = "is a folder" if Path(a.input).is_dir() else "no such file"
+        raise UsageError(f"--input {a.input}: {what}.")
     if a.output:
         check_writable(a.output, "--output")
         if a.input and same_file(a.input, a.output):
@@ -247,7 +304,7 @@ def _load_translator(paths: list[str], a: argparse.Namespace):
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
     """Translate a test set with one or more checkpoints and score BLEU and chrF."""
-    from minitrans.evaluate import eval_sets, evaluate_checkpoint, load_eval_data, write_outputs
+    from minitrans.evaluate import eval_sets, evaluate_checkpoint, load_eval_data, output_stem, write_outputs
     from minitrans.search import check_decoding
     from minitrans.translate import load_metadata
 
@@ -269,18 +326,16 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
             label = f"{spec['name']}.{a.split}" if trained_on.get("dataset") == "mixture" else a.split
             sets.append((label, spec["name"], data))
     reports = []
-    stems = [Path(c).stem for c in a.checkpoint]
-    if len(set(stems)) < len(stems):  # e.g. two runs' best.ckpt: name outputs by their paths
-        stems = [str(Path(c).with_suffix("")).strip("./").replace("/", "_") for c in a.checkpoint]
-    models = [(" + ".join(a.checkpoint), "ensemble", a.checkpoint)] if a.ensemble else \
-        [(ckpt, stem, [ckpt]) for ckpt, stem in zip(a.checkpoint, stems)]
-    for ckpt, ckpt_stem, paths in models:
+    models = [(" + ".join(a.checkpoint), a.checkpoint)] if a.ensemble else [(ckpt, [ckpt]) for ckpt in a.checkpoint]
+    data_files = [a.src, *(a.ref or [])] if a.src is not None else []
+    for ckpt, paths in models:
         translator = _load_translator(paths, a)
         for label, dataset, (sources, refs) in sets:
             report, hyps = evaluate_checkpoint(ckpt, sources, refs, a.beam, a.alpha, a.device, translator=translator)
             report.update({"dataset": dataset, "split": a.split if a.src is None else label})
-            path = write_outputs(report, hyps, a.output_dir, f"{ckpt_stem}.{label}.beam{a.beam}")
+            path = write_outputs(report, hyps, a.output_dir, output_stem(paths, label, a.beam, data_files))
             report["report_path"] = str(path)
+            print(f"report: {path} (translations: {path.with_suffix('.hyp.txt')})", file=sys.stderr)
             reports.append(report)
     if len(reports) == 1:
         print(json.dumps(reports[0], indent=2, ensure_ascii=False))
@@ -312,20 +367,18 @@ def cmd_serve(a: argparse.Namespace) -> None:
     except ImportError:
         raise UsageError('`minitrans serve` needs FastAPI and uvicorn: pip install -e ".[serve]"') from None
     from minitrans.search import check_decoding
-    from minitrans.server import ServerSettings, serve
+    from minitrans.server import ServerSettings, check_port, serve
 
     check_decoding(a.beam, a.alpha)
     _check_device(a.device)
     if not 0 < a.port < 65536:
         raise UsageError(f"--port must lie in 1..65535, got {a.port}.")
-    for flag in ("max_sentences", "max_chars", "max_queue"):
-        if getattr(a, flag) < 1:
-            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(a, flag)}.")
-    if a.host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("Serving on %s: reachable from other machines. minitrans has no authentication.", a.host)
     settings = ServerSettings(max_sentences=a.max_sentences, max_chars=a.max_chars, max_queue=a.max_queue,
                               batching=not a.no_batching, batch_wait_ms=a.batch_wait_ms, timeout_s=a.timeout,
-                              beam=a.beam, alpha=a.alpha)
+                              beam=a.beam, alpha=a.alpha, max_attention_values=a.max_attention_values)
+    if a.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("Serving on %s: reachable from other machines. minitrans has no authentication.", a.host)
+    check_port(a.host, a.port)  # before the model loads: a port in use is one line, not uvicorn's traceback
     serve(a.checkpoint, a.host, a.port, a.device, a.bf16, settings, a.engine, a.int8, a.workers)
 
 
@@ -370,6 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     from minitrans.engines import ENGINES
     from minitrans.export import QUANTIZATIONS
     from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
+    from minitrans.server_settings import ServerSettings
 
     parser = _Parser(prog="minitrans", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -437,12 +491,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--int8", action="store_true", help=INT8_HELP)
     p.add_argument("--workers", type=_workers, default=0, help=WORKERS_HELP)
-    p.add_argument("--max-sentences", type=int, default=64, help="sentences per request (413 beyond)")
-    p.add_argument("--max-chars", type=int, default=2000, help="characters per sentence (413 beyond)")
-    p.add_argument("--max-queue", type=int, default=1024, help="sentences queued at once (503 beyond)")
-    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long to gather concurrent requests")
+    limits = ServerSettings()  # the defaults live there, once
+    p.add_argument("--max-sentences", type=int, default=limits.max_sentences,
+                   help="sentences per request (413 beyond; default %(default)s)")
+    p.add_argument("--max-chars", type=int, default=limits.max_chars,
+                   help="characters per sentence (413 beyond; default %(default)s)")
+    p.add_argument("--max-queue", type=int, default=limits.max_queue,
+                   help="sentences queued at once (503 beyond, 413 for a request larger than it; default %(default)s)")
+    p.add_argument("--max-attention-values", type=int, default=limits.max_attention_values,
+                   help="attention weights one request may ask for, in numbers (413 beyond; default %(default)s)")
+    p.add_argument("--batch-wait-ms", type=float, default=limits.batch_wait_ms,
+                   help="how long to gather concurrent requests (default %(default)s)")
     p.add_argument("--no-batching", action="store_true", help="decode each request on its own")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a request gets 504")
+    p.add_argument("--timeout", type=float, default=limits.timeout_s,
+                   help="seconds before a request gets 504 and its decoding stops; shutdown waits this long plus "
+                        "5 s for requests in flight (default %(default)s)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("export", help=cmd_export.__doc__)
@@ -473,6 +536,15 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail on the closed pipe."""
+    import os
+
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -512,6 +584,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print(f"minitrans {command or ''}: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
+    except BrokenPipeError:  # the reader left (`| head -1`): stop quietly, as Unix tools do on SIGPIPE
+        _silence_stdout()
+        raise SystemExit(128 + 13) from None
     except OSError as err:  # disk full, permission denied, ... while reading or writing
         if debug:
             raise

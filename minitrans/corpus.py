@@ -289,7 +289,15 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
         if "valid" in evals and "test" in evals:
             train = lambda: iter_tsv(files["train"])  # noqa: E731
         else:
-            train_pairs, valid, test = grouped_split(read_tsv(files["train"]), valid_size, test_size, seed)
+            pairs = read_tsv(files["train"])
+            train_pairs, valid, test = grouped_split(pairs, valid_size, test_size, seed)
+            if pairs and (not train_pairs or not valid):
+                n = len({en for en, _ in pairs})
+                raise DataError(
+                    f"data.files.train {files['train']} has {n} English sentences: too few for valid_size "
+                    f"{valid_size} + test_size {test_size} and a training split ({len(train_pairs)} training and "
+                    f"{len(valid)} validation pairs would be left). Set data.valid_size and data.test_size to "
+                    f"about a tenth each (e.g. {max(1, n // 10)}), or give data.files.valid and data.files.test.")
             evals.setdefault("valid", valid)
             evals.setdefault("test", test)
             train = lambda: train_pairs  # noqa: E731

@@ -28,6 +28,7 @@ from minitrans.corpus import MULTI30K_SPLITS, DataError, load_corpus, resolve_da
 from minitrans.stream import numeric_column, spm_sample
 from minitrans.mixture import CorpusSpec, check_specs, decontaminate, epoch_rows, probabilities
 from minitrans.tokenizer import Tokenizer
+from minitrans.textio import DISK_FULL, write_failed
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
@@ -271,8 +272,10 @@ class TranslationDataModule(L.LightningDataModule):
             self._write_splits(splits, report, tokenizer, tmp)
             tokenizer.save(tmp / "spm.model")
             shutil.rmtree(build)  # the saved splits are copies
-        except BaseException:  # nothing of a failed preparation stays behind
+        except BaseException as err:  # nothing of a failed preparation stays behind
             shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(err, OSError) and err.errno in DISK_FULL:  # one line naming the cache, not a traceback
+                raise write_failed(path, err) from None
             raise
         done = {"cleaning": str(report), "splits": {n: len(s) for n, s in splits.items()},
                 **({"mixture": report.to_dict()} if isinstance(report, MixtureReport) else {}),

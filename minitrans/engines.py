@@ -52,6 +52,15 @@ from minitrans.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from minitrans.workers import WorkerPool, default_workers
 
 ENGINES = ("native", "ctranslate2")
+
+
+class Cancelled(Exception):
+    """A search stopped because its ``should_stop`` said so (nobody waits for the result)."""
+
+
+def _check_stop(should_stop) -> None:
+    if should_stop is not None and should_stop():
+        raise Cancelled
 #: The length penalty asked of CTranslate2: not 0, because 0 switches its beam search to an
 #: early exit that stops on other conditions than minitrans's (and fairseq's) "``beam``
 #: hypotheses finished"; small enough that the ranking it implies is the raw one, and undone
@@ -96,7 +105,7 @@ def spread(plan: list[list[int]], parts: int) -> list[list[int]]:
     """``plan`` with its largest batches halved until it has ``parts`` batches (or only
     single sentences), so that a few sentences still keep every worker busy."""
     plan = list(plan)
-    while len(plan) < parts:
+    while plan and len(plan) < parts:  # nothing to spread for no sentences (empty or blank input)
         largest = max(range(len(plan)), key=lambda b: len(plan[b]))
         batch = plan[largest]
         if len(batch) < 2:
@@ -156,10 +165,15 @@ class NativeEngine:
         return sum(p.numel() for p in self.model.parameters())
 
     def search(self, sources: list[list[int]], beam_size: int, alpha: float, nbest: int, max_len_a: float,
-               max_len_b: int, use_cache: bool = True) -> list[list[Hypothesis]]:
-        """Hypotheses (best first) for each eos-terminated source, in input order."""
+               max_len_b: int, use_cache: bool = True, should_stop=None) -> list[list[Hypothesis]]:
+        """Hypotheses (best first) for each eos-terminated source, in input order.
+        ``should_stop()`` is asked before each decoding batch; when it says yes the search
+        raises :class:`Cancelled`."""
+        if not sources:  # every input line was empty or blank
+            return []
 
         def decode(chunk: list[int]) -> list[list[Hypothesis]]:
+            _check_stop(should_stop)
             src = pad([sources[i] for i in chunk]).to(self.device)
             with torch.inference_mode():  # per thread: it must be entered in the worker
                 if beam_size == 1 and nbest == 1:
@@ -237,9 +251,10 @@ class CTranslate2Engine:
             return sum(p.numel() for p in Transformer(self.config).parameters())
 
     def search(self, sources: list[list[int]], beam_size: int, alpha: float, nbest: int, max_len_a: float,
-               max_len_b: int, use_cache: bool = True) -> list[list[Hypothesis]]:
+               max_len_b: int, use_cache: bool = True, should_stop=None) -> list[list[Hypothesis]]:
         """Hypotheses (best first) for each eos-terminated source, in input order.
-        ``use_cache`` is ignored (CTranslate2 always caches)."""
+        ``use_cache`` is ignored (CTranslate2 always caches). ``should_stop()`` is asked
+        between length groups (:class:`Cancelled`); groups already submitted run to their end."""
         if not sources:
             return []
         limits = length_limits(torch.tensor([len(s) for s in sources]), max_len_a, max_len_b, self.config.max_len - 1)
@@ -259,6 +274,7 @@ class CTranslate2Engine:
                 suppress_sequences=[[self.pieces[PAD_ID]], [self.pieces[BOS_ID]]], max_input_length=0,
                 max_batch_size=self.max_tokens, batch_type="tokens")))
         for members, pending in calls:
+            _check_stop(should_stop)
             for i, output in zip(members, (answer.result() for answer in pending)):
                 hyps = []
                 for pieces, score in zip(output.hypotheses, output.scores):
@@ -290,5 +306,35 @@ def load_export(path: str | os.PathLike, device: str = "cpu", compute_type: str 
     if tokenizer.fingerprint() != meta.get("tokenizer_fingerprint"):
         raise CheckpointError(f"{path}: {SPM_FILE} is not the SentencePiece model the weights were exported with; "
                               "export the checkpoint again.")
+    check_export_vocabulary(path, tokenizer, meta)
     return CTranslate2Engine(path, tokenizer, config, device, compute_type, threads, workers=workers), tokenizer, meta
 
+
+
+def check_export_vocabulary(path: Path, tokenizer: Tokenizer, meta: dict) -> None:
+    """The export's CTranslate2 vocabularies must be the tokenizer's pieces in id order, and its
+    weights the ones exported with it (``model_sha256``, recorded since minitrans 0.1 exports
+    carry it): a folder assembled from two exports would otherwise fail at the first
+    translation, or translate garbage."""
+    import json
+
+    files = [path / name for name in ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
+             if (path / name).is_file()]
+    if not files:
+        raise CheckpointError(f"{path}: no CTranslate2 vocabulary file (shared_vocabulary.json); export it again.")
+    pieces = tokenizer.pieces(range(tokenizer.vocab_size))
+    for file in files:
+        try:
+            vocabulary = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise CheckpointError(f"{file}: unreadable ({type(err).__name__}); export the model again.") from None
+        if vocabulary != pieces:
+            raise CheckpointError(f"{file} is not the vocabulary of {path / 'sentencepiece.model'} (another model's "
+                                  "files were mixed into this folder); export the checkpoint again.")
+    expected = meta.get("model_sha256")
+    if expected is not None:
+        from minitrans.export import file_sha256
+
+        if file_sha256(path / "model.bin") != expected:
+            raise CheckpointError(f"{path / 'model.bin'} is not the weights file this folder was exported with (its "
+                                  "sha256 differs from minitrans.json's model_sha256); export the checkpoint again.")

@@ -3,6 +3,7 @@ checkpoints on a dataset split or on any aligned files."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -112,6 +113,21 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
               **score(hyps, refs), "decode_seconds": round(seconds, 2),
               "sentences_per_second": round(len(sources) / max(seconds, 1e-9), 1)}
     return report, hyps
+
+
+def output_stem(checkpoints: list[str | os.PathLike], label: str, beam: int,
+                data_files: list[str | os.PathLike] = ()) -> str:
+    """The file stem of an evaluation's outputs: ``<checkpoint stem>-<hash>.<data>.beam<k>``.
+
+    The hash (8 hex digits) is taken over the checkpoints' resolved paths and any ``--src``/
+    ``--ref`` files, so two runs' ``best.ckpt`` (or two source files of one name) never
+    overwrite each other's reports, while evaluating the same checkpoint on the same data again
+    replaces its own report.
+    """
+    identity = "\0".join(os.path.realpath(p) for p in [*checkpoints, "", *data_files])
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    name = "ensemble" if len(checkpoints) > 1 else Path(checkpoints[0]).stem
+    return f"{name}-{digest}.{label}.beam{beam}"
 
 
 def write_outputs(report: dict[str, Any], hyps: list[str], output_dir: str | os.PathLike, stem: str) -> Path:

@@ -32,6 +32,7 @@ conventions are the engine's business (see there). Needs the ``[ct2]`` extra.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -47,6 +48,11 @@ from minitrans.textio import atomic_folder
 #: Weight types ``--quantization`` accepts (CTranslate2's names; float32 = no quantisation).
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "bfloat16", "int8_bfloat16")
 META_FILE, SPM_FILE = "minitrans.json", "sentencepiece.model"
+#: Everything an export folder may hold: CTranslate2's files and ours. ``--force`` replaces a
+#: folder only when it holds nothing else.
+EXPORT_FILES = frozenset({"model.bin", "config.json", "shared_vocabulary.json", "source_vocabulary.json",
+                          "target_vocabulary.json", "shared_vocabulary.txt", "source_vocabulary.txt",
+                          "target_vocabulary.txt", META_FILE, SPM_FILE})
 
 
 def import_ctranslate2():
@@ -136,23 +142,68 @@ def export_ctranslate2(checkpoint: str | os.PathLike, output_dir: str | os.PathL
     if quantization not in QUANTIZATIONS:
         raise UsageError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}.")
     output_dir = Path(output_dir)
-    if output_dir.exists() and not force:
-        raise UsageError(f"{output_dir} already exists; pass --force to replace it, or choose a new folder.")
-    if output_dir.exists() and not output_dir.is_dir():
-        raise UsageError(f"{output_dir} is a file, not a folder; choose a folder name for the exported model.")
+    check_replaceable(output_dir, checkpoint, force)
     model, tokenizer, meta = load_for_inference(checkpoint)
     spec = build_spec(model, tokenizer)
     spec.validate()
     spec.optimize(quantization=None if quantization == "float32" else quantization)
     info = {"format": "minitrans-ctranslate2", "minitrans_version": __version__,
-            "source_checkpoint": str(checkpoint), "quantization": quantization,
+            # The file's name and content hash, not this machine's path to it.
+            "source_checkpoint": Path(checkpoint).name, "source_checkpoint_sha256": file_sha256(checkpoint),
+            "quantization": quantization,
             "model_config": model.config.to_dict(), "tokenizer_fingerprint": meta["tokenizer_fingerprint"],
             **{k: meta[k] for k in ("data", "decoding", "validation", "averaged_from") if k in meta}}
-    with atomic_folder(output_dir, replace=force) as tmp:
+    with atomic_folder(output_dir, replace=True) as tmp:  # check_replaceable said it may go
         spec.save(str(tmp))
         tokenizer.save(tmp / SPM_FILE)
+        # What binds the weights to this tokenizer (checkpoints carry tokenizer_binding): the
+        # weights file's hash, checked when the folder is loaded.
+        info["model_sha256"] = file_sha256(tmp / "model.bin")
         (tmp / META_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return output_dir
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_replaceable(output_dir: str | os.PathLike, checkpoint: str | os.PathLike, force: bool) -> None:
+    """Refuse an output folder whose replacement could lose a user's files.
+
+    A missing or empty folder is written; a folder that is an export of ours (only the files
+    :func:`export_ctranslate2` writes) is replaced with ``force``. Anything else is refused,
+    ``--force`` or not: a folder holding other files, the folder of the checkpoint being
+    exported, the current folder or one above it.
+    """
+    out = Path(output_dir)
+    if not out.exists() and not out.is_symlink():
+        return
+    if not out.is_dir():
+        raise UsageError(f"{out} is a file, not a folder; choose a folder name for the exported model.")
+    real = Path(os.path.realpath(out))
+    source = Path(os.path.realpath(checkpoint))
+    if real in source.parents:
+        raise UsageError(f"{out} holds the checkpoint being exported ({checkpoint}); replacing it would delete "
+                         "the checkpoint. Export to a new folder.")
+    here = Path.cwd().resolve()
+    if real == here or real in here.parents:
+        raise UsageError(f"{out} is the current folder (or holds it); export to a new folder inside it instead.")
+    entries = sorted(out.iterdir())
+    if not entries:
+        return
+    foreign = [e.name for e in entries if e.name not in EXPORT_FILES or not e.is_file() or e.is_symlink()]
+    if foreign or not is_export(out):
+        what = f"holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}" if foreign else \
+            "is not a folder written by `minitrans export`"
+        raise UsageError(f"{out} {what}; --force replaces only a minitrans export, never other files. "
+                         "Choose a new folder.")
+    if not force:
+        raise UsageError(f"{out} already exists; pass --force to replace it, or choose a new folder.")
 
 
 def read_metadata(path: str | os.PathLike) -> dict:

@@ -6,10 +6,18 @@ jobs that arrive within a few milliseconds and share decoding settings into one 
 **dynamic batching** — bounded by a sentence budget. Input normalisation, tokenisation and
 detokenisation are the Translator's, exactly as on the command line.
 
-Limits answer with clear errors: too many sentences or characters (413, naming the limit),
-invalid parameters (422, naming the field, FastAPI's own validation), a full queue (503 with
-``Retry-After``), a request that waited too long (504). Every accepted request gets exactly
-one result per input sentence, in order.
+Limits answer with clear errors: too many sentences or characters, more sentences than the
+queue can ever hold, or attention weights over the response budget (413, naming the limit);
+invalid parameters, unknown keys and text that is not valid Unicode (422, naming the field,
+FastAPI's own validation); a full queue (503 with ``Retry-After``); a request that waited too
+long (504). Every accepted request gets exactly one result per input sentence, in order.
+Every answer is declared in ``/openapi.json`` (tested with schemathesis against a live server).
+
+Isolation and cancellation: when a gathered batch fails, its requests are decoded again one
+by one, so only the request at fault fails; a request that timed out or whose client went
+away is dropped from the queue, and its decoding stops at the next decoding batch. At
+shutdown (SIGINT/SIGTERM) every request in flight is answered — translated, or 504 once its
+own ``timeout_s`` runs out — because the grace period is longer than ``timeout_s``.
 
 This module is inference code: importing it imports neither Lightning nor anything of
 training (tested).
@@ -28,37 +36,12 @@ from importlib import resources
 from typing import Any
 
 from minitrans import __version__
-from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
+from minitrans.engines import Cancelled
+from minitrans.errors import UsageError
+from minitrans.server_settings import ServerSettings  # noqa: F401 (re-exported: minitrans.server.ServerSettings)
 from minitrans.translate import Translation, Translator
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ServerSettings:
-    """Limits and batching of a server (each a ``minitrans serve`` flag).
-
-    Args:
-        max_sentences: Sentences per request.
-        max_chars: Characters per sentence.
-        max_queue: Sentences waiting or decoding at once; beyond it requests get 503.
-        batching: Gather concurrent requests into one decoding batch.
-        batch_wait_ms: How long the worker waits for more requests before decoding.
-        batch_sentences: Most sentences in one gathered batch.
-        timeout_s: A request not answered by then gets 504.
-        beam: Default beam size of a request.
-        alpha: Default length penalty of a request.
-    """
-
-    max_sentences: int = 64
-    max_chars: int = 2000
-    max_queue: int = 1024
-    batching: bool = True
-    batch_wait_ms: float = 5.0
-    batch_sentences: int = 128
-    timeout_s: float = 60.0
-    beam: int = DEFAULT_BEAM
-    alpha: float = DEFAULT_ALPHA
 
 
 class QueueFull(Exception):
@@ -73,6 +56,9 @@ class _Job:
     future: asyncio.Future
     batched_with: int = 0
     started: float = field(default_factory=time.perf_counter)
+    # Set when the request timed out or its client went away: the job is dropped, or its
+    # decoding stops at the next decoding batch.
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
 
 class BatchingWorker:
@@ -91,20 +77,21 @@ class BatchingWorker:
     def pending(self) -> int:
         return self._pending
 
-    def submit(self, sentences: list[str], key: tuple, loop: asyncio.AbstractEventLoop) -> asyncio.Future:
-        """Queue a job; its future resolves (on ``loop``) to ``(translations, batched_with)``."""
+    def submit(self, sentences: list[str], key: tuple, loop: asyncio.AbstractEventLoop) -> _Job:
+        """Queue a job; its future resolves (on ``loop``) to ``(translations, batched_with)``.
+        Set the job's ``cancelled`` event when its answer is no longer wanted."""
         with self._lock:
             if self._pending + len(sentences) > self.settings.max_queue:
                 raise QueueFull
             self._pending += len(sentences)
-        future = loop.create_future()
-        self._jobs.put(_Job(sentences, key, loop, future))
-        return future
+        job = _Job(sentences, key, loop, loop.create_future())
+        self._jobs.put(job)
+        return job
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Finish the queued jobs, then end the thread."""
+    def stop(self, timeout: float | None = None) -> None:
+        """Finish the queued jobs (cancelled ones are dropped), then end the thread."""
         self._jobs.put(None)
-        self._thread.join(timeout)
+        self._thread.join(self.settings.grace_s if timeout is None else timeout)
 
     def _next(self, timeout: float | None = None) -> _Job | None:
         """The oldest job: held-back jobs first, then the queue (``queue.Empty`` on timeout)."""
@@ -151,22 +138,46 @@ class BatchingWorker:
                 continue
             jobs, stop_now = self._gather(first)
             stop = stop or stop_now
-            beam, alpha, nbest, attention = first.key
-            sentences = [s for job in jobs for s in job.sentences]
-            try:
-                results = self.translator.translate_detailed(sentences, beam_size=beam, alpha=alpha, nbest=nbest,
-                                                             attention=attention)
-                error = None
-            except Exception as err:  # reported to every waiting request, the worker lives on
-                log.exception("decoding failed")
-                results, error = [], err
-            start = 0
-            for job in jobs:
-                part = results[start:start + len(job.sentences)]
-                start += len(job.sentences)
-                with self._lock:
-                    self._pending -= len(job.sentences)
-                outcome = (part, len(sentences)) if error is None else error
+            live = [job for job in jobs if not job.cancelled.is_set()]
+            self._finish([job for job in jobs if job.cancelled.is_set()], None)  # nobody waits for these
+            if live:
+                self._decode(live)
+
+    def _decode(self, jobs: list[_Job]) -> None:
+        """Decode ``jobs`` as one batch and answer each. If the batch fails and held several
+        jobs, each is decoded again alone, so that one request's failure is its own."""
+        beam, alpha, nbest, attention = jobs[0].key
+        sentences = [s for job in jobs for s in job.sentences]
+        try:
+            results = self.translator.translate_detailed(
+                sentences, beam_size=beam, alpha=alpha, nbest=nbest, attention=attention,
+                should_stop=lambda: all(job.cancelled.is_set() for job in jobs))
+        except Cancelled:  # every client of the batch is gone: nothing to answer
+            self._finish(jobs, None)
+            return
+        except Exception as err:
+            if len(jobs) > 1:
+                log.warning("a batch of %d requests failed (%s: %s); decoding them one by one", len(jobs),
+                            type(err).__name__, err)
+                for job in jobs:
+                    self._decode([job])
+                return
+            log.exception("decoding failed")  # the worker lives on; this request gets the error
+            self._finish(jobs, err)
+            return
+        start = 0
+        for job in jobs:
+            part = results[start:start + len(job.sentences)]
+            start += len(job.sentences)
+            self._finish([job], (part, len(sentences)))
+
+    def _finish(self, jobs: list[_Job], outcome: Any) -> None:
+        """Release the jobs' queue places and hand ``outcome`` to their requests (None: no one
+        is waiting any more)."""
+        for job in jobs:
+            with self._lock:
+                self._pending -= len(job.sentences)
+            if outcome is not None:
                 job.loop.call_soon_threadsafe(_resolve, job.future, outcome)
 
 
@@ -216,30 +227,18 @@ def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
 
 def create_app(translator: Translator, settings: ServerSettings | None = None):
     """The FastAPI application: the API, the page and its static files."""
-    from fastapi import FastAPI, HTTPException
+    from fastapi import FastAPI, HTTPException, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import HTMLResponse, JSONResponse
     from fastapi.staticfiles import StaticFiles
-    from pydantic import BaseModel, Field, model_validator
+
+    from minitrans.api_schema import ERROR_RESPONSES, request_model, response_models
 
     settings = settings or ServerSettings()
     info = model_info(translator, translator.meta)
     state: dict[str, Any] = {}
-
-    class TranslateRequest(BaseModel):
-        """A request: one text or a list of texts, and decoding settings."""
-
-        q: str | list[str] = Field(description="a sentence, or a list of sentences (one result each, in order)")
-        beam: int = Field(settings.beam, ge=1, le=16, description="beam size (1 = greedy)")
-        alpha: float = Field(settings.alpha, ge=0.0, le=10.0, allow_inf_nan=False, description="length penalty")
-        nbest: int = Field(1, ge=1, le=16, description="alternatives per sentence (at most beam)")
-        attention: bool = Field(False, description="return pieces and cross-attention weights")
-
-        @model_validator(mode="after")
-        def _nbest_within_beam(self):
-            if self.nbest > self.beam:
-                raise ValueError(f"nbest ({self.nbest}) must not exceed beam ({self.beam})")
-            return self
+    TranslateRequest = request_model(settings)
+    TranslateResponse = response_models()
 
     from contextlib import asynccontextmanager
 
@@ -280,38 +279,107 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
     def model() -> dict[str, Any]:
         return info
 
-    @app.post("/v1/translate")
-    async def translate(request: TranslateRequest) -> dict[str, Any]:
+    @app.post("/v1/translate", response_model=TranslateResponse, response_model_exclude_unset=True,
+              responses=ERROR_RESPONSES)
+    async def translate(body: TranslateRequest, request: Request):
         started = time.perf_counter()
-        single = isinstance(request.q, str)
-        sentences = [request.q] if single else list(request.q)
+        single = isinstance(body.q, str)
+        sentences = [body.q] if single else list(body.q)
         if len(sentences) > settings.max_sentences:
             raise HTTPException(413, f"{len(sentences)} sentences in one request; the limit is "
                                      f"{settings.max_sentences} (max_sentences). Split the request.")
+        if len(sentences) > settings.max_queue:
+            raise HTTPException(413, f"{len(sentences)} sentences in one request, more than the server ever queues "
+                                     f"({settings.max_queue}, max_queue). Split the request.")
         too_long = next((i for i, s in enumerate(sentences) if len(s) > settings.max_chars), None)
         if too_long is not None:
             raise HTTPException(413, f"sentence {too_long} has {len(sentences[too_long])} characters; the limit "
                                      f"is {settings.max_chars} (max_chars). Split it into sentences.")
-        if request.attention and info["engine"] != "native":
+        if body.attention and info["engine"] != "native":
             raise HTTPException(422, f"attention weights come from the native engine; this server runs "
                                      f"{info['engine']}. Ask without attention.")
-        key = (request.beam, request.alpha, request.nbest, request.attention)
+        if body.attention:
+            values = attention_values(translator, sentences)
+            if values > settings.max_attention_values:
+                raise HTTPException(413, f"attention weights for these sentences could reach {values:,} numbers; the "
+                                         f"limit is {settings.max_attention_values:,} (max_attention_values). Ask "
+                                         "for attention on fewer or shorter sentences, or without attention.")
+        key = (body.beam, body.alpha, body.nbest, body.attention)
         worker: BatchingWorker = state["worker"]
         try:
-            future = worker.submit(sentences, key, asyncio.get_running_loop())
+            job = worker.submit(sentences, key, asyncio.get_running_loop())
         except QueueFull:
             raise HTTPException(503, f"the server is busy ({worker.pending} sentences queued; max_queue "
                                      f"{settings.max_queue}); retry shortly.", headers={"Retry-After": "1"})
-        try:
-            results, batched_with = await asyncio.wait_for(asyncio.shield(future), settings.timeout_s)
-        except asyncio.TimeoutError:
-            raise HTTPException(504, f"no answer within {settings.timeout_s:g} s (timeout_s); send fewer or "
-                                     "shorter sentences.") from None
-        body = [_translation_json(t, request.attention) for t in results]
-        return {"translations": body, "batched_with": batched_with,
+        outcome = await _answer(job, request, settings.timeout_s)
+        if outcome is None:  # the client went away: nobody reads this
+            raise HTTPException(499, "client closed the request")
+        results, batched_with = outcome
+        return {"translations": [_translation_json(t, body.attention) for t in results], "batched_with": batched_with,
                 "latency_ms": round(1000 * (time.perf_counter() - started), 1)}
 
     return app
+
+
+async def _answer(job: _Job, request, timeout_s: float):
+    """The job's ``(translations, batched_with)``; None if the client disconnected first.
+    Either way, and on a timeout (504), a job nobody waits for is cancelled."""
+    from fastapi import HTTPException
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    try:
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise HTTPException(504, f"no answer within {timeout_s:g} s (timeout_s); send fewer or shorter "
+                                         "sentences.")
+            done, _ = await asyncio.wait({job.future}, timeout=min(DISCONNECT_POLL_S, remaining))
+            if done:
+                return job.future.result()
+            if await request.is_disconnected():
+                return None
+    finally:
+        if not job.future.done():
+            job.cancelled.set()
+
+
+#: How often a waiting request checks whether its client is still there.
+DISCONNECT_POLL_S = 0.25
+
+
+def attention_values(translator: Translator, sentences: list[str]) -> int:
+    """An upper bound on the numbers that attention weights for ``sentences`` take in an answer:
+    ``layers × (heads + 1 for the mean) × target × source`` per sentence, with the source in
+    pieces (+ eos) and the target at the longest output the length limit allows."""
+    from minitrans.search import length_limits
+
+    config = translator.config
+    lengths = [min(len(ids), config.max_len - 1) + 1 for ids in translator.tokenizer.encode(sentences)]
+    if not lengths:
+        return 0
+    import torch
+
+    targets = length_limits(torch.tensor(lengths), translator.max_len_a, translator.max_len_b, config.max_len - 1)
+    per_cell = config.n_decoder_layers * (config.n_heads + 1)
+    return int(sum(per_cell * t * s for t, s in zip(targets.tolist(), lengths)))
+
+
+def check_port(host: str, port: int) -> None:
+    """A one-line error, before the model loads, when ``host:port`` cannot be listened on."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                raise UsageError(f"--port {port}: {host}:{port} is already in use (another server?); choose another "
+                                 "port with --port.") from None
+            raise UsageError(f"--host {host} --port {port}: cannot listen there ({err.strerror or err}).") from None
 
 
 def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, device: str = "cpu", bf16: bool = False,
@@ -322,6 +390,8 @@ def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, device: st
 
     translator = Translator.load(checkpoint, engine, device=device, bf16=bf16, workers=workers,
                                  **({"int8": True} if int8 else {}))
+    settings = settings or ServerSettings()
     app = create_app(translator, settings)
     log.info("serving %s on http://%s:%d", checkpoint, host, port)
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30)
+    # The grace period outlasts timeout_s: every request in flight at SIGTERM gets its answer.
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=settings.grace_s)

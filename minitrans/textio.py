@@ -7,22 +7,32 @@
   A UTF-8 byte-order mark at the start of a file is dropped. Bytes that are not UTF-8 raise a
   :class:`DataError` naming the file and line.
 * **Outputs** appear whole or not at all: :func:`atomic_output` writes to a temporary file
-  beside the target and renames it over the target only when writing succeeded.
+  beside the target and renames it over the target only when writing succeeded. That is right
+  for regular files only, so the target is looked at first (:func:`output_target`): a symlink
+  is followed and its *target* is replaced atomically (the link stays a link); a FIFO or a
+  character device (``/dev/null``, ``/dev/stdout``, a named pipe) is written straight into,
+  never replaced by a regular file; anything else that is not a regular file is refused.
+* **Failed writes** (disk full, file size limit, permission) raise a one-line
+  :class:`WriteError` naming the path and the cause; the previous file is kept whole.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import shutil
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-from minitrans.errors import DataError, UsageError
+from minitrans.errors import DataError, MinitransError, UsageError
 
 BOM = "\ufeff"
+#: The errors of a full disk or of a file-size limit (``ulimit -f``).
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def decode_line(raw: bytes, where: str, number: int) -> str:
@@ -51,19 +61,67 @@ def iter_lines(stream: IO[bytes], where: str) -> Iterator[str]:
 def read_lines(path: str | os.PathLike, what: str = "File") -> list[str]:
     """Every line of a file (see the module docstring), with a clear error if it is missing."""
     path = Path(path)
-    if not path.is_file():
+    if not is_readable_file(path):
         raise DataError(f"{what} not found: {path}. Check the path.")
     with open(path, "rb") as f:
         return list(iter_lines(f, str(path)))
 
 
+class WriteError(MinitransError):
+    """Writing an output failed (disk full, size limit, permission); nothing was half-written."""
+
+
+def is_readable_file(path: str | os.PathLike) -> bool:
+    """A regular file, or something read like one: a FIFO (``<(cmd)``, ``mkfifo``) or a
+    character device (``/dev/stdin``). ``Path.is_file`` says no to the last two."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def output_target(path: str | os.PathLike) -> tuple[Path, bool]:
+    """Where writing ``path`` really goes, and whether it is a stream.
+
+    Returns ``(target, stream)``: a symlink's resolved target (so that an atomic rename
+    replaces the file the link points to, not the link); ``stream`` is true for a FIFO or a
+    character device, which are written in place. A folder, a socket or a block device is a
+    :class:`UsageError`.
+    """
+    path = Path(path)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target, False
+    if stat.S_ISREG(mode):
+        return target, False
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        return target, True
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{path} is a folder; give a file path.")
+    kind = "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+    raise UsageError(f"{path} is {kind}; minitrans writes regular files, pipes and character devices only. "
+                     "Choose a file path.")
+
+
 def check_writable(path: str | os.PathLike, flag: str) -> Path:
     """Fail before any long work if ``path`` cannot be written (no such folder, no permission,
-    a folder in the way)."""
+    a folder in the way, a socket or block device)."""
     path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise UsageError(f"{flag} {path} is a directory; give a file path.")
+    try:
+        target, stream = output_target(path)
+    except UsageError as err:
+        raise UsageError(f"{flag} {err}") from None
+    if stream:  # written in place: only the device or pipe itself must be writable
+        if not os.access(target, os.W_OK):
+            raise UsageError(f"{flag} {path} is not writable; choose another path.")
+        return path
+    path = target
+    parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"{flag} {path}: folder {parent} does not exist; create it first.")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
@@ -118,27 +176,50 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
     return removed
 
 
+def write_failed(path: str | os.PathLike, err: BaseException) -> WriteError:
+    """The one-line error for a failed write of ``path`` (the old file, if any, is kept)."""
+    cause = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
+    if isinstance(err, OSError) and err.errno in DISK_FULL:
+        cause += ": free disk space (or raise the file-size limit, `ulimit -f`)"
+    return WriteError(f"cannot write {path}: {cause}. Nothing was half-written; an existing file is kept as it was.")
+
+
+def _is_write_failure(err: BaseException, tmp: Path) -> bool:
+    """An OSError about the file being written (not, say, about an input being read)."""
+    return isinstance(err, OSError) and getattr(err, "filename", None) in (None, str(tmp), tmp)
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     """Open a temporary file beside ``path`` for writing; on success it replaces ``path``,
     on any error it is removed and ``path`` is untouched. A kill leaves only the temporary,
     which the next write of ``path`` removes.
 
-    Text mode writes UTF-8 with ``\n`` line ends.
+    ``path`` is first resolved by :func:`output_target`: through a symlink the link's target is
+    replaced; a FIFO or character device is opened and written in place (there is nothing to
+    keep whole). Text mode writes UTF-8 with ``\n`` line ends. A failed write raises
+    :class:`WriteError`.
     """
-    path = Path(path)
+    path, stream = output_target(path)
+    text = {"encoding": "utf-8", "newline": "\n"} if "b" not in mode else {}
+    if stream:
+        with open(path, mode, **text) as f:
+            yield f
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     tmp = temporary_path(path)
     try:
-        with open(tmp, mode, **({"encoding": "utf-8", "newline": "\n"} if "b" not in mode else {})) as f:
+        with open(tmp, mode, **text) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if _is_write_failure(err, tmp):
+            raise write_failed(path, err) from None
         raise
 
 
@@ -148,9 +229,11 @@ def atomic_folder(path: str | os.PathLike, replace: bool = False) -> Iterator[Pa
 
     An existing ``path`` is replaced only when ``replace`` is true (it is moved aside first
     and deleted once the new folder is in place), so a failure or a kill never leaves a
-    half-written folder under the final name.
+    half-written folder under the final name. Whether a folder *may* be replaced is the
+    caller's decision (``minitrans export`` replaces only its own exports). ``path`` is
+    resolved first: ``.`` has a name, and through a symlink the link's target is replaced.
     """
-    path = Path(path)
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     tmp = temporary_path(path)
@@ -164,8 +247,10 @@ def atomic_folder(path: str | os.PathLike, replace: bool = False) -> Iterator[Pa
             os.replace(path, old)
         os.replace(tmp, path)
         shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(err, OSError) and err.errno in DISK_FULL:
+            raise write_failed(path, err) from None
         raise
 
 

@@ -341,8 +341,24 @@ class TranslationModule(L.LightningModule):
             torch.set_rng_state(rng["torch"])
             random.setstate((3, tuple(rng["python"]), None))
         self._minutes_before = checkpoint.get("minitrans", {}).get("wall_minutes", 0.0)
-        if self.tokenizer is None and "minitrans" in checkpoint:
+        if "minitrans" not in checkpoint:
+            return
+        if self.tokenizer is None:
             self.tokenizer = Tokenizer.from_tensor(checkpoint["minitrans"]["tokenizer"])
+            return
+        # Resuming: the data module has tokenised the training data with its own SentencePiece
+        # model. Training on with another one (the data or its settings changed since the run
+        # began) would feed the weights ids that mean other pieces.
+        theirs = checkpoint["minitrans"]["tokenizer_fingerprint"]
+        ours = self.tokenizer.fingerprint()
+        if ours["sha256"] != theirs["sha256"]:
+            sizes = f"{theirs['vocab_size']} pieces in the checkpoint, {ours['vocab_size']} now" \
+                if theirs.get("vocab_size") != ours.get("vocab_size") else "the same size"
+            raise ConfigError(
+                f"--resume: the training data now gives another SentencePiece model ({sizes}) than the one the "
+                f"checkpoint was trained with (sha256 {ours['sha256'][:12]}, not {theirs['sha256'][:12]}): the "
+                "data or the data settings changed since the run began. Resume with the run's own data, or keep "
+                "the checkpoint's tokenizer with --data.tokenizer CKPT.")
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

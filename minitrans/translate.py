@@ -164,22 +164,44 @@ class Translator:
         string gives a single string back (it is one sentence, not a list of characters)."""
         if isinstance(sentences, str):
             return self.translate([sentences], beam_size, alpha)[0]
+        sentences = self._sentences(sentences)
         return [t.text for t in self.translate_detailed(sentences, beam_size, alpha)]
+
+    @staticmethod
+    def _sentences(sentences) -> list[str]:
+        """``sentences`` as a list of strings, or a UsageError that says what to pass."""
+        if isinstance(sentences, str):
+            return [sentences]
+        if isinstance(sentences, (bytes, bytearray)):
+            raise UsageError("Translator expects text, got bytes: decode them first, e.g. data.decode('utf-8').")
+        if isinstance(sentences, dict) or not hasattr(sentences, "__iter__"):
+            raise UsageError(f"Translator expects a string or a list of strings, got {type(sentences).__name__}.")
+        sentences = list(sentences)
+        wrong = [s for s in sentences if not isinstance(s, str)]
+        if wrong:
+            bad = wrong[0]
+            how = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(bad, (bytes, bytearray)) else ""
+            raise UsageError(f"Translator expects strings, got {type(bad).__name__}: {bad!r:.60}{how}.")
+        for i, text in enumerate(sentences):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as err:  # a lone surrogate such as "\ud800": no text can hold it
+                raise UsageError(f"sentence {i} is not valid Unicode text (code point U+{ord(text[err.start]):04X} at "
+                                 f"character {err.start} is a lone surrogate); send UTF-8 text.") from None
+        return sentences
 
     def translate_detailed(self, sentences: list[str], beam_size: int = DEFAULT_BEAM, alpha: float = DEFAULT_ALPHA,
                            nbest: int = 1, attention: bool = False, use_cache: bool = True,
-                           first_line: int = 1) -> list[Translation]:
+                           first_line: int = 1, should_stop=None) -> list[Translation]:
         """Like :meth:`translate`, with scores, n-best lists and optionally attention weights
         (native engine).
 
         ``first_line`` is the input line number of ``sentences[0]``, for warnings about long
-        inputs when a caller feeds a long input in chunks.
+        inputs when a caller feeds a long input in chunks. ``should_stop``, a function of no
+        arguments, is asked between decoding batches; if it returns true the call raises
+        :class:`~minitrans.engines.Cancelled` (a server drops work whose client is gone).
         """
-        if isinstance(sentences, str):
-            sentences = [sentences]
-        if not all(isinstance(s, str) for s in sentences):
-            bad = next(s for s in sentences if not isinstance(s, str))
-            raise UsageError(f"Translator expects strings, got {type(bad).__name__}: {bad!r}.")
+        sentences = self._sentences(sentences)
         check_decoding(beam_size, alpha, nbest)
         if attention and not isinstance(getattr(self.engine, "model", None), Transformer):
             raise UsageError("Attention weights come from one native model only (no CTranslate2, no ensemble).")
@@ -199,7 +221,8 @@ class Translator:
                 ids[i] = seq[:limit]
             todo.append((i, truncated))
         sources = [ids[i] + [EOS_ID] for i, _ in todo]
-        hyps = self.engine.search(sources, beam_size, alpha, nbest, self.max_len_a, self.max_len_b, use_cache)
+        hyps = self.engine.search(sources, beam_size, alpha, nbest, self.max_len_a, self.max_len_b, use_cache,
+                                  **({"should_stop": should_stop} if should_stop is not None else {}))
         for (i, truncated), src_ids, hyp_list in zip(todo, sources, hyps):
             results[i] = self._result(sentences[i], src_ids, hyp_list, truncated, attention)
         return results  # type: ignore[return-value]

@@ -23,6 +23,38 @@ def run_main(capsys, *args) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(checkpoint, *flags):
+    """``minitrans serve CHECKPOINT FLAGS`` on a free loopback port, once ``/health`` says ok:
+    ``(process, url)``; a server that does not start fails the test with its output."""
+    import json
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "minitrans", "serve", "-c", str(checkpoint), "--port", str(port),
+                             *map(str, flags)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if json.load(urllib.request.urlopen(f"{url}/health", timeout=1))["status"] == "ok":
+                return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    pytest.fail("the server did not start: " + proc.stdout.read()[-2000:])
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

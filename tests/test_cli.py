@@ -56,7 +56,8 @@ def test_evaluate_files_with_two_references(capsys, tmp_path, trained_checkpoint
     assert report["sentences"] == 8 and "nrefs:2" in report["bleu_signature"]
     saved = json.loads(open(report["report_path"]).read())
     assert saved["bleu"] == report["bleu"]
-    assert len((tmp_path / "eval" / "model.s.beam2.hyp.txt").read_text().splitlines()) == 8
+    hyp_file, = (tmp_path / "eval").glob("model-*.s.beam2.hyp.txt")
+    assert len(hyp_file.read_text().splitlines()) == 8
 
 
 def test_evaluate_several_checkpoints_prints_a_table(capsys, tmp_path, trained_checkpoint, data_root, monkeypatch):

@@ -102,7 +102,7 @@ def test_5_evaluate_reads_lines_as_wc_does(capsys, tmp_path, trained_checkpoint)
                          tmp_path / "s.fr", "--beam", "1", "--output-dir", tmp_path / "eval")
     assert code == 0, err
     assert json.loads(out)["sentences"] == 20
-    hyps = (tmp_path / "eval" / "model.s.beam1.hyp.txt").read_bytes().count(b"\n")
+    hyps = next((tmp_path / "eval").glob("model-*.s.beam1.hyp.txt")).read_bytes().count(b"\n")
     assert hyps == 20
 
 

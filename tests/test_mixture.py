@@ -145,7 +145,7 @@ def test_evaluate_scores_every_component_of_a_mixture_checkpoint(mixture, mixtur
     rows = capsys.readouterr().out.splitlines()
     assert rows[1].split()[1] == "everyday/test" and rows[2].split()[1] == "captions/test"
     # The test split rebuilt for evaluation is the one training held out (same seed and sizes).
-    report = json.loads((tmp_path / "mix.everyday.test.beam1.json").read_text())
+    report = json.loads(next(tmp_path.glob("mix-*.everyday.test.beam1.json")).read_text())
     assert report["sentences"] == len(mixture.splits["everyday/test"])
 
 

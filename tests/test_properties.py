@@ -107,4 +107,4 @@ def test_evaluate_keeps_sources_and_references_aligned(capsys, tmp_path, trained
               "--output-dir", str(tmp_path / "eval")])
     report = json.loads(capsys.readouterr().out)
     assert report["sentences"] == len(lines)
-    assert (tmp_path / "eval" / "model.s.beam1.hyp.txt").read_bytes().count(b"\n") == len(lines)
+    assert next((tmp_path / "eval").glob("model-*.s.beam1.hyp.txt")).read_bytes().count(b"\n") == len(lines)

@@ -3,7 +3,6 @@ the inference-only import, and the page in a real browser (Debian's chromium via
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import synthetic_pairs
+from conftest import start_server, synthetic_pairs
 from minitrans import Translator
 
 fastapi = pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
@@ -120,9 +119,32 @@ def test_page_and_its_assets_are_local(client):
 
 
 def test_full_queue_answers_503_with_retry_after(translator):
-    app = create_app(translator, ServerSettings(max_queue=1))
+    app = create_app(translator, ServerSettings(max_queue=2))
     with TestClient(app) as c:
-        r = c.post("/v1/translate", json={"q": ["a", "b"]})
+        r = c.post("/v1/translate", json={"q": ["a", "b", "c"]})  # can never fit: 413, not "retry shortly"
+        assert r.status_code == 413 and "max_queue" in r.text
+        # A queue that is full now: a held decoding holds two places.
+        gate = threading.Event()
+        original = translator.translate_detailed
+
+        def held(*args, **kwargs):
+            gate.wait(10)
+            return original(*args, **kwargs)
+
+        translator.translate_detailed = held
+        try:
+            first = threading.Thread(target=c.post, args=("/v1/translate",), kwargs={"json": {"q": ["a", "b"]}})
+            first.start()
+            for _ in range(200):
+                if c.get("/health").json()["pending_sentences"] == 2:
+                    break
+                time.sleep(0.01)
+            r = c.post("/v1/translate", json={"q": ["c"]})
+            gate.set()
+            first.join(10)
+        finally:
+            gate.set()
+            del translator.translate_detailed
     assert r.status_code == 503 and r.headers["Retry-After"] == "1" and "max_queue" in r.text
 
 
@@ -156,7 +178,7 @@ def test_worker_finishes_queued_jobs_on_stop(translator):
 
     loop = asyncio.new_event_loop()
     worker = BatchingWorker(translator, ServerSettings(batch_wait_ms=0))
-    futures = [worker.submit(["The cat eats."], (1, 1.0, 1, False), loop) for _ in range(5)]
+    futures = [worker.submit(["The cat eats."], (1, 1.0, 1, False), loop).future for _ in range(5)]
     worker.stop()
     loop.run_until_complete(asyncio.sleep(0))  # run the call_soon_threadsafe callbacks
     assert all(f.done() and len(f.result()[0]) == 1 for f in futures)
@@ -172,27 +194,9 @@ def test_server_imports_nothing_of_training():
 
 
 # -- the real thing: a server process and a browser ---------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def live_server(trained_checkpoint):
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "minitrans", "serve", "-c", str(trained_checkpoint), "--port",
-                             str(port), "--beam", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if json.load(urllib.request.urlopen(f"{url}/health", timeout=1))["status"] == "ok":
-                break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail("the server did not start: " + proc.stdout.read()[-2000:])
+    proc, url = start_server(trained_checkpoint, "--beam", "2")
     yield url, proc
     if proc.poll() is None:
         proc.terminate()
@@ -200,16 +204,7 @@ def live_server(trained_checkpoint):
 
 
 def test_sigterm_lets_in_flight_requests_finish(trained_checkpoint):
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "minitrans", "serve", "-c", str(trained_checkpoint), "--port",
-                             str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
+    proc, url = start_server(trained_checkpoint)
     sentences = [e for e, _ in synthetic_pairs(40, seed=3)]
     result = {}
 

@@ -24,10 +24,16 @@ async function translate() {
   $("error").hidden = true;
   const started = performance.now();
   try {
-    const response = await fetch("/v1/translate", {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    const post = (b) => fetch("/v1/translate", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(b),
     });
-    const data = await response.json();
+    let response = await post(body);
+    let data = await response.json();
+    if (response.status === 413 && body.attention && String(data.detail).includes("max_attention_values")) {
+      // Too much text for attention weights: translate it all the same, without the heatmap.
+      response = await post({ ...body, attention: false });
+      data = await response.json();
+    }
     if (!response.ok) {
       const detail = Array.isArray(data.detail) ? data.detail.map((d) => `${d.loc.slice(-1)[0]}: ${d.msg}`).join("; ") : data.detail;
       throw new Error(`${response.status}: ${detail}`);

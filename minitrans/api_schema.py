@@ -1,0 +1,146 @@
+"""The HTTP API's contract: what ``POST /v1/translate`` accepts and answers, as pydantic models.
+
+FastAPI validates requests against these models and publishes them in ``/openapi.json``, so
+the schema is the contract a client (or a fuzzer: ``tests/test_api_fuzz.py`` runs schemathesis
+against a live server) can rely on:
+
+* unknown keys are refused (``extra="forbid"``), and types are strict (``"alpha": true`` or
+  ``"beam": "2"`` are 422, not silently converted);
+* text must be valid Unicode (a lone surrogate such as ``"\\ud800"`` is valid JSON but no
+  text: 422 naming the item, before it can reach a decoding batch shared with others);
+* the limits that answer 413 (``max_sentences``, ``max_chars``) are in the schema as
+  ``maxItems`` / ``maxLength``, and "n-best at most beam" as an ``anyOf`` over the beam sizes,
+  so schema-valid requests are exactly those the server accepts;
+* every answer is declared: 200 with its schema, and 400/413/422/503/504 with theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minitrans.server_settings import MAX_ALPHA, MAX_BEAM, ServerSettings
+
+
+def _check_unicode(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"{where} is not valid Unicode text: U+{ord(text[err.start]):04X} at character "
+                         f"{err.start} is a lone surrogate; send UTF-8 text") from None
+
+
+def _whole_number(value: Any) -> Any:
+    """JSON Schema's ``integer``: a whole number, ``2`` or ``2.0``; never ``true`` or ``"2"``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("must be a whole number")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("must be a whole number")
+        return int(value)
+    return value
+
+
+def request_model(settings: ServerSettings):
+    """The request body of ``POST /v1/translate`` for a server with ``settings``."""
+    from typing import Annotated
+
+    from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr, field_validator
+    from pydantic import model_validator
+
+    WholeNumber = Annotated[int, BeforeValidator(_whole_number)]
+
+    def q_schema(schema: dict[str, Any]) -> None:
+        for option in schema.get("anyOf", []):
+            if option.get("type") == "string":
+                option["maxLength"] = settings.max_chars
+            elif option.get("type") == "array":
+                option["maxItems"] = min(settings.max_sentences, settings.max_queue)
+                option["items"]["maxLength"] = settings.max_chars
+
+    def body_schema(schema: dict[str, Any]) -> None:
+        # n-best at most beam, in JSON Schema's terms: one branch per beam size.
+        schema["anyOf"] = [
+            {"properties": {"beam": {"const": beam}, "nbest": {"maximum": beam}}, "required": ["beam"]}
+            for beam in range(1, MAX_BEAM + 1)
+        ] + [{"not": {"required": ["beam"]}, "properties": {"nbest": {"maximum": settings.beam}}}]
+
+    class TranslateRequest(BaseModel):
+        """A request: one text or a list of texts, and decoding settings. ``nbest`` must not
+        exceed ``beam`` (the server's default beam when ``beam`` is not given)."""
+
+        model_config = ConfigDict(extra="forbid", json_schema_extra=body_schema)
+
+        q: StrictStr | list[StrictStr] = Field(
+            description=f"a sentence, or a list of sentences (one result each, in order); at most "
+                        f"{settings.max_sentences} sentences of {settings.max_chars} characters (else 413)",
+            json_schema_extra=q_schema)
+        beam: WholeNumber = Field(settings.beam, ge=1, le=MAX_BEAM, description="beam size (1 = greedy)")
+        alpha: float = Field(settings.alpha, ge=0.0, le=MAX_ALPHA, allow_inf_nan=False, strict=True,
+                             description="length penalty exponent")
+        nbest: WholeNumber = Field(1, ge=1, le=MAX_BEAM, description="alternatives per sentence (at most beam)")
+        attention: StrictBool = Field(False, description="return pieces and cross-attention weights (413 beyond "
+                                                         "the server's max_attention_values)")
+
+        @field_validator("q")
+        @classmethod
+        def _valid_unicode(cls, q):
+            if isinstance(q, str):
+                _check_unicode(q, "q")
+            else:
+                for i, text in enumerate(q):
+                    _check_unicode(text, f"q[{i}]")
+            return q
+
+        @model_validator(mode="after")
+        def _nbest_within_beam(self):
+            if self.nbest > self.beam:
+                raise ValueError(f"nbest ({self.nbest}) must not exceed beam ({self.beam})")
+            return self
+
+    return TranslateRequest
+
+
+def response_models():
+    """The 200 answer of ``POST /v1/translate``."""
+    from pydantic import BaseModel, Field
+
+    class Alternative(BaseModel):
+        translation: str
+        score: float | None = Field(description="length-normalised log-probability (null if not finite)")
+
+    class Attention(BaseModel):
+        src_pieces: list[str]
+        tgt_pieces: list[str]
+        layers: list[list[list[list[float]]]] = Field(description="(layers, heads, target, source) weights")
+        mean: list[list[list[float]]] = Field(description="(layers, target, source): the mean over heads")
+
+    class TranslationOut(BaseModel):
+        source: str
+        translation: str
+        score: float | None
+        nbest: list[Alternative]
+        truncated: bool = Field(description="the input was longer than the model's positions and was cut")
+        attention: Attention | None = Field(None, description="only when the request asked for it")
+
+    class TranslateResponse(BaseModel):
+        translations: list[TranslationOut] = Field(description="one per input sentence, in input order")
+        batched_with: int = Field(description="sentences decoded in the same batch (other requests' included)")
+        latency_ms: float
+
+    return TranslateResponse
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {
+                "type": "object", "required": ["detail"],
+                "properties": {"detail": {"type": "string"}}}}}}
+
+
+#: The error answers of ``POST /v1/translate`` (422 is FastAPI's own, declared by it).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _error("the body could not be parsed (not JSON, or not of the declared content type)"),
+    413: _error("over a limit: max_sentences, max_chars, max_queue or max_attention_values (named in detail)"),
+    503: _error("the queue is full (max_queue); retry after the Retry-After header's seconds"),
+    504: _error("no answer within the server's timeout_s"),
+}

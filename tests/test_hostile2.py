@@ -1,0 +1,556 @@
+"""The second hostile round (issue #30): one regression test per numbered case, named after it,
+each run as a new user or a careless client would, at the default settings users get."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_main as run
+from conftest import synthetic_pairs
+from minitrans import Translator
+from minitrans.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def one_line_error(err: str) -> str:
+    """The one error line of a command's stderr (log lines before it are fine; a traceback is not)."""
+    lines = [line for line in err.splitlines() if ": error: " in line]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    return lines[0]
+
+
+# -- 1. export --force ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def exported(trained_checkpoint, tmp_path_factory):
+    pytest.importorskip("ctranslate2")
+    from minitrans.export import export_ctranslate2
+
+    return export_ctranslate2(trained_checkpoint, tmp_path_factory.mktemp("exp") / "model")
+
+
+def test_1_export_force_replaces_only_an_export(capsys, tmp_path, trained_checkpoint, exported, monkeypatch):
+    notes = tmp_path / "mymodels" / "notes.txt"
+    notes.parent.mkdir()
+    notes.write_text("notes\n")
+    code, _, err = run(capsys, "export", trained_checkpoint, notes.parent, "--force")
+    assert code == 2 and "notes.txt" in one_line_error(err) and notes.read_text() == "notes\n"
+    # The checkpoint's own folder, --force or not: the checkpoint survives.
+    run_dir = tmp_path / "run" / "checkpoints"
+    run_dir.mkdir(parents=True)
+    ckpt = run_dir / "best.ckpt"
+    shutil.copy(trained_checkpoint, ckpt)
+    code, _, err = run(capsys, "export", ckpt, run_dir, "--force")
+    assert code == 2 and "holds the checkpoint" in one_line_error(err) and ckpt.is_file()
+    # The current folder: one line, not a traceback.
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    code, _, err = run(capsys, "export", ckpt, ".", "--force")
+    assert code == 2 and "current folder" in one_line_error(err) and ckpt.is_file()
+    # An export of ours is replaced with --force (and refused without it); an empty folder is filled.
+    mine = tmp_path / "mine"
+    shutil.copytree(exported, mine)
+    code, _, err = run(capsys, "export", ckpt, mine)
+    assert code == 2 and "--force" in one_line_error(err)
+    code, _, _ = run(capsys, "export", ckpt, mine, "--force")
+    assert code == 0 and (mine / "model.bin").is_file()
+    (tmp_path / "empty").mkdir()
+    assert run(capsys, "export", ckpt, tmp_path / "empty")[0] == 0
+
+
+# -- 2. outputs onto FIFOs, devices and symlinks --------------------------------------------
+def _reader(path: Path, into: list) -> threading.Thread:
+    thread = threading.Thread(target=lambda: into.append(path.read_bytes()), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_2_output_into_a_fifo_is_written_not_replaced(capsys, tmp_path, trained_checkpoint):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = _reader(fifo, got)
+    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "-o", fifo, "The cat eats.", "The dog sees.")
+    reader.join(30)
+    assert code == 0, err
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and got and got[0].count(b"\n") == 2
+
+
+def test_2_output_onto_a_character_device_stays_a_device(capsys, tmp_path, trained_checkpoint):
+    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "-o", "/dev/null", "The cat eats.")
+    assert code == 0, err
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    clone = tmp_path / "null"
+    try:
+        os.mknod(clone, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, OSError):
+        pytest.skip("mknod is not permitted here")
+    for args in (["translate", "-c", trained_checkpoint, "-o", clone, "The cat eats."],
+                 ["average", trained_checkpoint, "-o", clone]):
+        code, _, err = run(capsys, *args)
+        assert code == 0, err
+        assert stat.S_ISCHR(clone.lstat().st_mode), args
+
+
+def test_2_output_through_a_symlink_replaces_its_target(capsys, tmp_path, trained_checkpoint):
+    target = tmp_path / "real" / "out.txt"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "-o", link, "The cat eats.")
+    assert code == 0, err
+    assert link.is_symlink() and target.read_text() != "old\n" and target.read_text().count("\n") == 1
+    plot, plot_link = tmp_path / "real" / "att.png", tmp_path / "att.png"
+    plot_link.symlink_to(plot)
+    assert run(capsys, "translate", "-c", trained_checkpoint, "--plot-attention", plot_link, "The cat.")[0] == 0
+    assert plot_link.is_symlink() and plot.read_bytes()[:4] == b"\x89PNG"
+    avg, avg_link = tmp_path / "real" / "avg.ckpt", tmp_path / "avg.ckpt"
+    avg_link.symlink_to(avg)
+    assert run(capsys, "average", trained_checkpoint, "-o", avg_link)[0] == 0
+    assert avg_link.is_symlink() and avg.stat().st_size > 0
+
+
+def test_2_a_socket_is_refused_before_any_work(capsys, tmp_path, trained_checkpoint):
+    import socket
+
+    path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+        code, _, err = run(capsys, "translate", "-c", tmp_path / "never-loaded.ckpt", "-o", path, "x")
+    assert code == 2 and "socket" in one_line_error(err)
+
+
+# -- 3 and 4. resuming -------------------------------------------------------------------
+def _train(capsys, tmp_path, prepared, *extra):
+    from test_training import write_config
+
+    return run(capsys, "train", "--config", write_config(tmp_path, prepared), *extra)
+
+
+def test_3_resume_after_the_data_changed_is_refused(capsys, tmp_path, prepared, data_root):
+    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.max_steps", "3")
+    assert code == 0, err
+    last = tmp_path / "ckpt" / "last.ckpt"
+    # The same training data, another corpus beside it: the tokenizer trained on it differs.
+    other = tmp_path / "other"
+    shutil.copytree(data_root, other)
+    train_en = other / "multi30k" / "train.en"
+    train_en.write_text(train_en.read_text().replace("cat", "kitten"))
+    code, _, err = _train(capsys, tmp_path, prepared, "--data.data_dir", other, "--data.cache_dir", tmp_path / "c",
+                          "--resume", last)
+    assert code == 1 and "another SentencePiece model" in one_line_error(err) and "--data.tokenizer" in err
+
+
+def test_4_overrides_on_resume_are_refused_by_name(capsys, tmp_path, prepared):
+    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.max_steps", "3")
+    assert code == 0, err
+    last = tmp_path / "ckpt" / "last.ckpt"
+    code, _, err = _train(capsys, tmp_path, prepared, "--model.config.d_model", "64", "--resume", last)
+    assert code == 2 and "model.config.d_model (64 given, 32 in the checkpoint)" in one_line_error(err)
+    # The same settings resume.
+    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.max_steps", "6", "--resume", last)
+    assert code == 0, err
+
+
+# -- 5. one bad sentence, one failed request ------------------------------------------------
+fastapi = pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from minitrans.server import BatchingWorker, ServerSettings, create_app  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def translator(trained_checkpoint):
+    return Translator.from_checkpoint(trained_checkpoint, workers=2)  # the default on a 2-thread CPU
+
+
+def test_5_a_lone_surrogate_is_422_naming_the_item(translator):
+    with TestClient(create_app(translator)) as c:
+        r = c.post("/v1/translate", content='{"q": ["A dog runs.", "A dog \\ud800 runs."]}',
+                   headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and "q[1]" in r.text and "surrogate" in r.text
+
+
+def test_5_a_failed_batch_fails_only_the_request_at_fault(translator):
+    """Jobs gathered into one batch: the batch fails, each is decoded alone, one fails."""
+    loop = asyncio.new_event_loop()
+    worker = BatchingWorker(translator, ServerSettings(batch_wait_ms=200))
+    original = translator.translate_detailed
+
+    def fragile(sentences, **kwargs):
+        if "poison" in sentences:
+            raise RuntimeError("a bug in decoding")
+        return original(sentences, **kwargs)
+
+    translator.translate_detailed = fragile
+    try:
+        jobs = [worker.submit(q, (1, 1.0, 1, False), loop) for q in (["The cat eats."], ["poison"], ["The dog."])]
+        worker.stop()
+    finally:
+        del translator.translate_detailed
+    loop.run_until_complete(asyncio.sleep(0))
+    good, bad, also_good = (job.future for job in jobs)
+    assert good.result()[0][0].text and also_good.result()[0][0].text
+    assert isinstance(bad.exception(), RuntimeError)
+    loop.close()
+
+
+# -- 5a. evaluation reports --------------------------------------------------------------
+def test_5a_two_runs_best_checkpoints_never_overwrite_each_others_reports(capsys, tmp_path, trained_checkpoint):
+    pairs = synthetic_pairs(5, seed=2)
+    (tmp_path / "s.en").write_text("".join(e + "\n" for e, _ in pairs))
+    (tmp_path / "r.fr").write_text("".join(f + "\n" for _, f in pairs))
+    reports = []
+    for run_name in ("a", "b"):
+        ckpt = tmp_path / "runs" / run_name / "checkpoints" / "best.ckpt"
+        ckpt.parent.mkdir(parents=True)
+        shutil.copy(trained_checkpoint, ckpt)
+        code, out, err = run(capsys, "evaluate", "-c", ckpt, "--src", tmp_path / "s.en", "--ref", tmp_path / "r.fr",
+                             "--beam", "1", "--output-dir", tmp_path / "eval")
+        assert code == 0, err
+        path = json.loads(out)["report_path"]
+        assert f"report: {path}" in err  # says where it went
+        reports.append(path)
+    assert reports[0] != reports[1] and all(Path(p).is_file() for p in reports)
+    assert len(list((tmp_path / "eval").glob("*.json"))) == 2
+
+
+# -- 6. empty input at the default settings (two workers, beam 5) --------------------------
+def test_6_empty_and_blank_input_at_the_defaults(capsys, tmp_path, trained_checkpoint, translator):
+    assert translator.engine.workers == 2
+    assert translator.translate([]) == [] and translator.translate(["", "  "]) == ["", ""]
+    assert translator.translate("") == ""
+    code, out, err = run(capsys, "translate", "-c", trained_checkpoint, "--workers", "2", "")
+    assert code == 0 and out == "\n", err
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\t\n")
+    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "--workers", "2", "-i", blank, "-o",
+                       tmp_path / "out")
+    assert code == 0 and (tmp_path / "out").read_text() == "\n\n\n", err
+    (tmp_path / "ref").write_text("a\nb\nc\n")
+    code, out, err = run(capsys, "evaluate", "-c", trained_checkpoint, "--workers", "2", "--src", blank, "--ref",
+                         tmp_path / "ref", "--output-dir", tmp_path / "eval")
+    assert code == 0 and json.loads(out)["sentences"] == 3, err
+    with TestClient(create_app(translator)) as c:
+        for q in ([], [""], "", ["", " "]):
+            r = c.post("/v1/translate", json={"q": q})
+            assert r.status_code == 200, (q, r.text)
+            assert len(r.json()["translations"]) == (1 if isinstance(q, str) else len(q))
+
+
+# -- 7. an export assembled from two ---------------------------------------------------------
+def test_7_an_export_with_another_models_files_is_one_line(capsys, tmp_path, trained_checkpoint, exported):
+    from minitrans.export import export_ctranslate2
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(exported, mixed)
+    vocabulary = json.loads((mixed / "shared_vocabulary.json").read_text())
+    vocabulary[10], vocabulary[11] = vocabulary[11], vocabulary[10]
+    (mixed / "shared_vocabulary.json").write_text(json.dumps(vocabulary))
+    code, _, err = run(capsys, "translate", "--model", mixed, "The cat eats.")
+    assert code == 1 and "not the vocabulary" in one_line_error(err)
+    shutil.copy(exported / "shared_vocabulary.json", mixed / "shared_vocabulary.json")
+    other = export_ctranslate2(trained_checkpoint, tmp_path / "int8", "int8")
+    shutil.copy(other / "model.bin", mixed / "model.bin")  # another export's weights
+    code, _, err = run(capsys, "translate", "--model", mixed, "The cat eats.")
+    assert code == 1 and "model_sha256" in one_line_error(err)
+    meta = json.loads((exported / "minitrans.json").read_text())
+    assert meta["source_checkpoint"] == trained_checkpoint.name and len(meta["source_checkpoint_sha256"]) == 64
+
+
+# -- 7a. small TSV corpora and malformed files ------------------------------------------------
+def test_7a_a_small_tsv_corpus_names_the_split_sizes(capsys, tmp_path, prepared):
+    tsv = tmp_path / "small.tsv"
+    tsv.write_text("".join(f"{e}\t{f}\n" for e, f in synthetic_pairs(300, seed=4)))
+    code, _, err = _train(capsys, tmp_path, prepared, "--data.dataset", "tsv", "--data.files",
+                          json.dumps({"train": str(tsv)}), "--data.cache_dir", tmp_path / "c")
+    assert code == 1 and "valid_size" in one_line_error(err) and "test_size" in err
+    code, _, err = _train(capsys, tmp_path, prepared, "--data.dataset", "tsv", "--data.files", str(tsv),
+                          "--data.cache_dir", tmp_path / "c")
+    assert code == 2 and "data.files" in one_line_error(err)
+
+
+# -- 8. disk full --------------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["average", "prepare"])
+def test_8_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_path, trained_checkpoint, prepared, command):
+    from test_training import write_config
+
+    if command == "average":
+        target = tmp_path / "avg.ckpt"
+        target.write_bytes(b"old")
+        args = ["average", str(trained_checkpoint), "-o", str(target)]
+    else:
+        target = tmp_path / "cache"
+        args = ["prepare", "--config", str(write_config(tmp_path, prepared)), "--data.cache_dir", str(target)]
+    env = {k: v for k, v in os.environ.items() if k != "MINITRANS_DATA"}
+    shell = f"ulimit -f 64; exec {sys.executable} -m minitrans " + " ".join(f"'{a}'" for a in args)
+    result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert result.returncode == 1, result.stderr[-2000:]
+    line = one_line_error(result.stderr)
+    assert "File too large" in line and "free disk space" in line and str(target) in line
+    if command == "average":
+        assert target.read_bytes() == b"old"
+    assert not [p for p in tmp_path.rglob(".*tmp*")], list(tmp_path.rglob(".*tmp*"))
+
+
+# -- 9. attention within bounds --------------------------------------------------------------
+def test_9_attention_answers_are_bounded(translator):
+    settings = ServerSettings(max_attention_values=20_000)
+    with TestClient(create_app(translator, settings)) as c:
+        long = " ".join(["The cat eats the bread in the garden."] * 6)
+        r = c.post("/v1/translate", json={"q": [long] * 4, "attention": True})
+        assert r.status_code == 413 and "max_attention_values" in r.text
+        r = c.post("/v1/translate", json={"q": ["The cat eats."], "attention": True})
+        assert r.status_code == 200 and r.json()["translations"][0]["attention"]["layers"]
+        assert c.post("/v1/translate", json={"q": [long] * 4}).status_code == 200  # without attention: fine
+
+
+# -- 10. cancellation ----------------------------------------------------------------------
+def test_10_timed_out_work_stops_and_does_not_delay_the_next_request(translator, monkeypatch):
+    """A heavy request times out (504): its decoding stops at the next decoding batch, and a
+    small request after it is answered, not 504 too."""
+    batches: list = []
+    _slow_search(translator, monkeypatch, 0.05, batches)
+    heavy = [e for e, _ in synthetic_pairs(60, seed=9)]  # ~3 s of work
+    with TestClient(create_app(translator, ServerSettings(timeout_s=0.5, batch_wait_ms=0))) as c:
+        started = time.perf_counter()
+        assert c.post("/v1/translate", json={"q": heavy}).status_code == 504
+        r = c.post("/v1/translate", json={"q": ["The cat eats."]})
+        assert r.status_code == 200, r.text
+        assert time.perf_counter() - started < 2.0
+    assert len(batches) < 30  # the heavy request stopped well before its 60 batches
+
+
+def test_10_native_search_stops_between_batches(translator):
+    from minitrans.engines import Cancelled
+
+    sources = [translator.tokenizer.encode([e])[0] + [3] for e, _ in synthetic_pairs(20, seed=1)]
+    asked = []
+
+    def stop_after_first() -> bool:
+        asked.append(1)
+        return len(asked) > 1
+
+    engine = translator.engine
+    budget = engine.max_tokens
+    engine.max_tokens = 40  # many small batches
+    try:
+        with pytest.raises(Cancelled):
+            engine.search(sources, 2, 1.0, 1, 1.2, 10, should_stop=stop_after_first)
+    finally:
+        engine.max_tokens = budget
+
+
+def _slow_search(translator, monkeypatch, seconds: float, counter: list | None = None) -> None:
+    """Make each sentence its own slow decoding batch, honouring ``should_stop`` as the engines do."""
+    from minitrans.engines import Cancelled
+
+    search = translator.engine.search
+
+    def slow(sources, *args, should_stop=None, **kwargs):
+        out = []
+        for src in sources:
+            if should_stop is not None and should_stop():
+                raise Cancelled
+            if counter is not None:
+                counter.append(1)
+            time.sleep(seconds)
+            out += search([src], *args, **kwargs)
+        return out
+
+    monkeypatch.setattr(translator.engine, "search", slow)
+
+
+def _live(app, grace: float):
+    """uvicorn serving ``app`` on a free loopback port, in a thread: ``(server, thread, url)``."""
+    import socket
+
+    import httpx
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           timeout_graceful_shutdown=grace))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            httpx.get(f"{url}/health", timeout=1)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    return server, thread, url
+
+
+def test_10_a_client_that_disconnects_stops_its_decoding(translator, monkeypatch):
+    import socket
+
+    import httpx
+
+    batches: list = []
+    _slow_search(translator, monkeypatch, 0.05, batches)
+    server, thread, url = _live(create_app(translator, ServerSettings(batching=False, timeout_s=30)), 5)
+    try:
+        body = json.dumps({"q": [e for e, _ in synthetic_pairs(60, seed=9)]}).encode()  # ~3 s of work
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as raw:
+            raw.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            time.sleep(0.5)
+        # The client is gone: the decoding stops and the queue empties, well before 60 batches.
+        for _ in range(40):
+            if httpx.get(f"{url}/health").json()["pending_sentences"] == 0:
+                break
+            time.sleep(0.1)
+        assert httpx.get(f"{url}/health").json()["pending_sentences"] == 0
+        assert len(batches) < 45, len(batches)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+# -- 11. shutdown -------------------------------------------------------------------------
+@pytest.mark.parametrize("grace", ["default", "too-short"])
+def test_11_sigterm_answers_every_request_in_flight(translator, monkeypatch, grace):
+    """More work in flight than a fixed grace period covers: with the server's grace period each
+    request gets 200 or its own 504, never a 500, and the server exits within timeout + grace.
+    The control (a grace period shorter than the work, as uvicorn's fixed 30 s was) shows the
+    test can fail: requests are cut off."""
+    import httpx
+
+    _slow_search(translator, monkeypatch, 0.1)
+    settings = ServerSettings(timeout_s=4.0, batching=False)
+    server, thread, url = _live(create_app(translator, settings), settings.grace_s if grace == "default" else 0.5)
+    statuses = []
+
+    def post(n):
+        try:
+            statuses.append(httpx.post(f"{url}/v1/translate", json={"q": ["The cat eats."] * n}, timeout=30).status_code)
+        except httpx.HTTPError as err:
+            statuses.append(type(err).__name__)
+
+    clients = []
+    # In turn: 0.2 s, 2.5 s, 0.3 s, then 6 s, which outlasts its timeout_s (504 at 4 s, and it stops).
+    for n in (2, 25, 3, 60):
+        clients.append(threading.Thread(target=post, args=(n,)))
+        clients[-1].start()
+        time.sleep(0.05)
+    time.sleep(0.2)
+    started = time.perf_counter()
+    server.should_exit = True  # what uvicorn's SIGTERM handler does
+    for t in clients:
+        t.join(30)
+    thread.join(30)
+    assert not thread.is_alive()
+    if grace == "default":
+        assert sorted(statuses) == [200, 200, 200, 504], statuses
+        assert time.perf_counter() - started < settings.grace_s + 2
+    else:
+        assert sorted(map(str, statuses)) != ["200", "200", "200", "504"], statuses
+
+
+# -- the contract --------------------------------------------------------------------------
+@pytest.mark.parametrize("flags, words", [
+    (["--timeout", "-1"], "--timeout"), (["--timeout", "nan"], "--timeout"), (["--beam", "17"], "--beam"),
+    (["--max-queue", "0"], "--max-queue"), (["--max-attention-values", "0"], "--max-attention-values"),
+])
+def test_contract_serve_flags_outside_the_api_are_refused(capsys, tmp_path, flags, words):
+    code, _, err = run(capsys, "serve", "-c", tmp_path / "never-loaded.ckpt", *flags)
+    assert code == 2 and words in one_line_error(err)
+
+
+def test_contract_a_port_in_use_is_one_line(capsys, tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        code, _, err = run(capsys, "serve", "-c", tmp_path / "never-loaded.ckpt", "--port", port)
+    assert code == 2 and "in use" in one_line_error(err)
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"q": "a", "alpha": True}, "alpha"), ({"q": "a", "beam": True}, "beam"), ({"q": "a", "colour": 1}, "colour"),
+    ({"q": "a", "attention": "yes"}, "attention"), ({"q": "a", "beam": 2.5}, "beam"), ({"q": "a", "beam": "2"}, "beam"),
+])
+def test_contract_types_are_strict_and_unknown_keys_refused(translator, body, words):
+    with TestClient(create_app(translator)) as c:
+        r = c.post("/v1/translate", json=body)
+    assert r.status_code == 422 and words in r.text
+
+
+def test_contract_the_schema_declares_every_answer(translator):
+    with TestClient(create_app(translator, ServerSettings(max_sentences=8, max_chars=100))) as c:
+        schema = c.get("/openapi.json").json()
+    operation = schema["paths"]["/v1/translate"]["post"]
+    assert {"200", "400", "413", "422", "503", "504"} <= set(operation["responses"])
+    assert operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("TranslateResponse")
+    body = schema["components"]["schemas"]["TranslateRequest"]
+    assert body["additionalProperties"] is False and len(body["anyOf"]) == 17  # nbest <= beam
+    q = {o["type"]: o for o in body["properties"]["q"]["anyOf"]}
+    assert q["array"]["maxItems"] == 8 and q["string"]["maxLength"] == 100
+
+
+def test_contract_broken_pipe_exits_quietly(tmp_path, trained_checkpoint):
+    big = tmp_path / "big.txt"
+    big.write_text("The cat eats.\n" * 3000)
+    env = {k: v for k, v in os.environ.items() if k != "MINITRANS_DATA"}
+    for how in (f"< '{big}'", f"-i '{big}'"):
+        shell = (f"set -o pipefail; {sys.executable} -m minitrans translate -c '{trained_checkpoint}' --beam 1 {how} "
+                 "| head -1")
+        result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300, env=env)
+        assert result.stdout.count("\n") == 1 and result.stderr == "", (how, result.stderr[-1000:])
+        assert result.returncode == 141, how  # SIGPIPE's status, as `yes | head -1` gives
+
+
+def test_contract_a_file_is_translated_in_chunks():
+    import argparse
+
+    from minitrans import cli
+
+    a = argparse.Namespace(sentences=[], input=None)
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"chunks{os.getpid()}.txt"
+    path.write_text("x\n" * (2 * cli.CHUNK_LINES + 5))
+    try:
+        a.input = str(path)
+        chunks = list(cli._lines(a))
+    finally:
+        path.unlink()
+    assert [first for first, _ in chunks] == [1, cli.CHUNK_LINES + 1, 2 * cli.CHUNK_LINES + 1]
+    assert sum(len(c) for _, c in chunks) == 2 * cli.CHUNK_LINES + 5
+
+
+def test_contract_input_from_a_named_pipe_or_process_substitution(capsys, tmp_path, trained_checkpoint):
+    fifo = tmp_path / "in"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "w") as f:
+            f.write("The cat eats.\nThe dog sees.\n")
+
+    threading.Thread(target=feed, daemon=True).start()
+    code, out, err = run(capsys, "translate", "-c", trained_checkpoint, "-i", fifo)
+    assert code == 0 and out.count("\n") == 2, err
+
+
+@pytest.mark.parametrize("value, words", [(b"The cat.", "decode"), ({"q": "The cat."}, "dict"),
+                                          (["ok", b"x"], "bytes"), (["ok", None], "NoneType"), (5, "int")])
+def test_contract_python_api_says_what_to_pass(translator, value, words):
+    with pytest.raises(UsageError, match=words):
+        translator.translate(value)
