@@ -112,6 +112,29 @@ def data_root(tmp_path_factory):
     return write_multi30k(tmp_path_factory.mktemp("corpora"))
 
 
+def make_mixture(root, cache_dir):
+    """A prepared mixture: Multi30k-shaped captions plus a Tatoeba-style TSV whose grouped split
+    is made by minitrans. Some TSV pairs repeat Multi30k validation/test sentences, so
+    decontamination has work to do."""
+    from minitrans.datamodule import TranslationDataModule
+    from minitrans.mixture import CorpusSpec
+
+    root = write_multi30k(root, n_train=300, seed=10)
+    m30k_eval = [line for name in ("val", "test_2016_flickr") for line in
+                 zip((root / "multi30k" / f"{name}.en").read_text().splitlines(),
+                     (root / "multi30k" / f"{name}.fr").read_text().splitlines())]
+    everyday = [(f"{en[:-1]} number {i}.", f"{fr[:-1]} numéro {i}.") for i, (en, fr) in enumerate(synthetic_pairs(600, 7))]
+    tsv = root / "everyday.tsv"
+    tsv.write_text("".join(f"{en}\t{fr}\n" for en, fr in everyday + m30k_eval[:15]), encoding="utf-8")
+    corpora = [CorpusSpec("everyday", "tsv", weight=0.5, files={"train": str(tsv)}, valid_size=30, test_size=30),
+               CorpusSpec("captions", "multi30k", weight=0.5)]
+    dm = TranslationDataModule(dataset="mixture", corpora=corpora, data_dir=str(root), cache_dir=str(cache_dir),
+                               vocab_size=320, max_tokens=400, eval_max_tokens=400, val_max_sentences=20)
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
 def make_datamodule(data_root, cache_dir, **overrides):
     from minitrans.datamodule import TranslationDataModule
 

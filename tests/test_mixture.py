@@ -9,7 +9,7 @@ import datasets
 import lightning as L
 import pytest
 
-from conftest import synthetic_pairs, write_multi30k
+from conftest import make_mixture
 from minitrans import ModelConfig, cli
 from minitrans.batching import TokenBatchSampler
 from minitrans.corpus import DataError
@@ -62,24 +62,7 @@ def test_specs_are_checked():
 
 @pytest.fixture(scope="module")
 def mixture(tmp_path_factory):
-    """Multi30k-shaped captions plus a Tatoeba-style TSV whose grouped split is made by
-    minitrans. Some TSV pairs repeat Multi30k validation/test sentences, so decontamination
-    has work to do."""
-    root = write_multi30k(tmp_path_factory.mktemp("corpora"), n_train=300, seed=10)
-    m30k_eval = [line for name in ("val", "test_2016_flickr") for line in
-                 zip((root / "multi30k" / f"{name}.en").read_text().splitlines(),
-                     (root / "multi30k" / f"{name}.fr").read_text().splitlines())]
-    everyday = [(f"{en[:-1]} number {i}.", f"{fr[:-1]} numéro {i}.") for i, (en, fr) in enumerate(synthetic_pairs(600, 7))]
-    tsv = root / "everyday.tsv"
-    tsv.write_text("".join(f"{en}\t{fr}\n" for en, fr in everyday + m30k_eval[:15]), encoding="utf-8")
-    corpora = [CorpusSpec("everyday", "tsv", weight=0.5, files={"train": str(tsv)}, valid_size=30, test_size=30),
-               CorpusSpec("captions", "multi30k", weight=0.5)]
-    dm = TranslationDataModule(dataset="mixture", corpora=corpora, data_dir=str(root),
-                               cache_dir=str(tmp_path_factory.mktemp("cache")), vocab_size=320, max_tokens=400,
-                               eval_max_tokens=400, val_max_sentences=20)
-    dm.prepare_data()
-    dm.setup("fit")
-    return dm
+    return make_mixture(tmp_path_factory.mktemp("corpora"), tmp_path_factory.mktemp("cache"))
 
 
 def test_no_sentence_of_any_evaluation_split_reaches_training(mixture):

@@ -1,0 +1,209 @@
+"""The shape of the package, and what must not change when code moves (issue #25).
+
+* Import boundaries, each read in a fresh interpreter from ``sys.modules``: inference loads no
+  training or data libraries, training loads no inference stack, the model core loads no
+  SentencePiece.
+* No import cycle inside the package (read with ``ast``; lazy imports inside functions count).
+* Pins taken before the modules moved: the cache keys of every shipped config, the training
+  batches of a single corpus and of a mixture, a toy model's greedy and beam outputs, and the
+  flags of every command. Users' caches, logs and outputs stay valid.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "minitrans"
+
+
+# -- boundaries ------------------------------------------------------------------------------
+def _loaded(module: str) -> set[str]:
+    code = f"import sys, {module}; print('\\n'.join(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return set(result.stdout.split())
+
+
+def _top(names: set[str]) -> set[str]:
+    return {n.split(".")[0] for n in names}
+
+
+@pytest.mark.parametrize("module", ["minitrans.translate", "minitrans.engines", "minitrans.server"])
+def test_inference_loads_neither_lightning_nor_datasets_nor_training(module):
+    loaded = _loaded(module)
+    assert not _top(loaded) & {"lightning", "pytorch_lightning", "datasets"}, sorted(_top(loaded) & {
+        "lightning", "pytorch_lightning", "datasets"})
+    assert "minitrans.training" not in loaded and "minitrans.datamodule" not in loaded
+
+
+def test_training_loads_no_inference_stack():
+    loaded = _loaded("minitrans.training")
+    inference = {"minitrans.translate", "minitrans.engines", "minitrans.export", "minitrans.server",
+                 "minitrans.evaluate"}
+    assert not loaded & inference, sorted(loaded & inference)
+
+
+@pytest.mark.parametrize("module", ["minitrans", "minitrans.attention", "minitrans.layers", "minitrans.encoder",
+                                    "minitrans.decoder", "minitrans.transformer", "minitrans.search"])
+def test_the_model_core_loads_no_sentencepiece(module):
+    assert "sentencepiece" not in _top(_loaded(module))
+
+
+def _imports(path: Path) -> set[str]:
+    """The minitrans modules a file imports, at the top or inside functions."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "minitrans":
+                found |= {f"minitrans.{a.name}" for a in node.names if (PACKAGE / f"{a.name}.py").exists()} or \
+                    {"minitrans"}
+            elif node.module.startswith("minitrans."):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("minitrans.")}
+    return found
+
+
+def test_no_import_cycle_in_the_package():
+    graph = {}
+    for path in sorted(PACKAGE.glob("*.py")):
+        name = "minitrans" if path.stem == "__init__" else f"minitrans.{path.stem}"
+        graph[name] = {m for m in _imports(path) if m != name}
+    # The package face re-exports lazily (__getattr__) and is imported by nobody inside.
+    importers_of_face = [m for m, deps in graph.items() if "minitrans" in deps and m != "minitrans.__main__"]
+    assert not importers_of_face, f"import the leaf modules, not the package face: {importers_of_face}"
+    graph.pop("minitrans")
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycle = trail[trail.index(dep):] + [dep] if dep in trail else [node, dep]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep, trail + [dep])
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node, [node])
+
+
+# -- pins: behaviour unchanged ----------------------------------------------------------------
+#: ``cache_path`` names of every shipped config's data section, with no raw files present (so only
+#: the settings are hashed; the files' sizes and times are added on top of these as before).
+CACHE_KEYS = {
+    "distill.yaml": "aligned-8c90399a57b9",
+    "general.yaml": "mixture-f08db6273b53",
+    "multi30k-e6d2.yaml": "multi30k-01261418a054",
+    "multi30k-small.yaml": "multi30k-01261418a054",
+    "multi30k.yaml": "multi30k-01261418a054",
+    "paper-base.yaml": "multi30k-01261418a054",
+    "quickstart.yaml": "mixture-8cacabd89d8e",
+    "tatoeba.yaml": "tatoeba-ec3337850edc",
+    "tiny.yaml": "multi30k-54367e32ea5a",
+}
+
+
+def _data_settings(config: Path) -> dict:
+    data = dict(yaml.safe_load(config.read_text())["data"])
+    data.pop("tokenizer", None)  # a path that would have to exist; its hash is added on top
+    return data
+
+
+@pytest.mark.parametrize("name", sorted(CACHE_KEYS))
+def test_pin_cache_keys_of_the_shipped_configs(name, tmp_path):
+    from minitrans.datamodule import TranslationDataModule
+
+    data = {**_data_settings(ROOT / "configs" / name), "data_dir": str(tmp_path / "none"), "cache_dir": "cache"}
+    if "files" in data:  # relative to a data folder that does not exist here: no file stamps
+        data["files"] = {k: str(Path("/nonexistent") / v) for k, v in data["files"].items()}
+    assert TranslationDataModule(**data).cache_path.name == CACHE_KEYS[name]
+
+
+def test_pin_every_shipped_config_is_pinned():
+    assert sorted(p.name for p in (ROOT / "configs").glob("*.yaml")) == sorted(CACHE_KEYS)
+
+
+def _batches_digest(loader, n: int = 6) -> str:
+    digest = hashlib.sha256()
+    for i, batch in enumerate(loader):
+        if i == n:
+            break
+        for tensor in (batch.src, batch.tgt_in, batch.tgt_out):
+            digest.update(tensor.numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def test_pin_training_batches_of_a_single_corpus(prepared):
+    assert _batches_digest(prepared.train_dataloader()) == BATCHES["single"]
+
+
+def test_pin_training_batches_of_a_mixture(tmp_path):
+    from conftest import make_mixture
+
+    dm = make_mixture(tmp_path / "corpora", tmp_path / "cache")
+    assert _batches_digest(dm.train_dataloader()) == BATCHES["mixture"]
+
+
+BATCHES = {"single": "ff83e73f306fdeca", "mixture": "8132dc2e980d37d6"}
+#: Taken at b427997, before the modules moved (the toy model is trained in the session, seeded).
+OUTPUTS = {
+    "greedy": '["Le chat mange une pomme.", "Un enfant dessine le vieil arbre près de la rivière.", "Mon ami veut de l\'eau aujourd\'hui.", "Le professeur trouve un petit bateau la nuit.", ""]',
+    "beam": '[["Le chat mange une pomme.", "Le chat mangge une pomme."], ["Un enfant dessine le vieil arbre près de la rivière.", "Un enfant desine le vieil arbre près de la rivière."], ["Mon ami veut de l\'eau aujourd\'hui.", "Mon ami veut de l\'eaujourd\'hui."], ["Le professeur trouve un petit batea nuit.", "Le professeur trouve un pau la nuit."], [""]]',
+}
+SOURCES = ["The cat eats an apple.", "A child draws the old tree near the river.", "My friend wants some water today.",
+           "The teacher finds a small boat at night.", ""]
+
+
+def test_pin_outputs_of_a_toy_model(trained_checkpoint):
+    from minitrans.translate import Translator
+
+    translator = Translator.from_checkpoint(trained_checkpoint)
+    greedy = translator.translate(SOURCES, beam_size=1)
+    beam = [t.nbest for t in translator.translate_detailed(SOURCES, beam_size=3, nbest=2)]
+    assert json.dumps(greedy, ensure_ascii=False) == OUTPUTS["greedy"]
+    assert json.dumps([[text for text, _ in n] for n in beam], ensure_ascii=False) == OUTPUTS["beam"]
+
+
+def _flags() -> dict[str, list[str]]:
+    from minitrans.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return {name: sorted(s for a in p._actions for s in a.option_strings) for name, p in sub.choices.items()}
+
+
+def test_pin_the_flags_of_every_command():
+    assert _flags() == FLAGS
+
+
+FLAGS: dict[str, list[str]] = {
+    "train": [],
+    "fit": [],
+    "validate": [],
+    "test": [],
+    "prepare": ["--config", "--help", "-h"],
+    "translate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--device", "--engine", "--ensemble",
+        "--head", "--help", "--input", "--int8", "--json", "--layer", "--model", "--nbest", "--output",
+        "--plot-attention", "--workers", "-c", "-h", "-i", "-o"],
+    "evaluate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--data-dir", "--dataset", "--device",
+        "--engine", "--ensemble", "--help", "--int8", "--model", "--output-dir", "--ref", "--split",
+        "--src", "--workers", "-c", "-h"],
+    "average": ["--help", "--output", "-h", "-o"],
+    "serve": ["--alpha", "--batch-wait-ms", "--beam", "--bf16", "--checkpoint", "--device", "--engine",
+        "--help", "--host", "--int8", "--max-attention-values", "--max-chars", "--max-queue",
+        "--max-sentences", "--model", "--no-batching", "--port", "--timeout", "--workers", "-c", "-h"],
+    "export": ["--force", "--format", "--help", "--quantization", "-h"],
+    "download": ["--dataset", "--help", "--to", "-h"],
+}
