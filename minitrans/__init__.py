@@ -3,10 +3,10 @@
 Public names: :class:`ModelConfig`, :class:`Transformer`, :class:`Translator`.
 """
 
+from minitrans._version import __version__
 from minitrans.config import PRESETS, ModelConfig
 from minitrans.transformer import Transformer
 
-__version__ = "0.1.0"
 __all__ = ["ModelConfig", "PRESETS", "Transformer", "Translator", "__version__"]
 
 

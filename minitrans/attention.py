@@ -75,7 +75,7 @@ class MultiHeadAttention(nn.Module):
         use_fused: ``True``/``False`` force the fused/explicit path when weights are not
             needed; ``None`` (auto) takes the fused kernel on GPUs and the explicit path on
             CPUs, where it trains 1.47x faster at sentence lengths (bf16 autocast, d_model 256,
-            Multi30k batches, ``scripts/benchmark_train.py``: PyTorch's CPU flash-attention
+            Multi30k batches, ``bench/benchmark_train.py``: PyTorch's CPU flash-attention
             backward is the largest single cost of the fused step). Without gradients
             (translation, validation) the fused kernel is used on CPUs too: one operator
             instead of the formula's dozen per call made greedy decoding 1.12-1.15x faster

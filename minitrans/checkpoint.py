@@ -1,8 +1,23 @@
 """Self-contained checkpoints: safe loading, compatibility checks, averaging, atomic saves.
 
-A minitrans checkpoint is a Lightning checkpoint with one extra entry, ``"minitrans"``:
-the model config, the SentencePiece model (as a uint8 tensor), its fingerprint, the data
-settings and the minitrans version. Translating and evaluating need nothing else.
+A minitrans checkpoint is a Lightning checkpoint with one extra entry, ``"minitrans"``
+(:data:`META_KEY`), whose schema this module owns — nothing else writes or reads that entry:
+
+================================  =========================================================
+``version``                       the minitrans version that wrote it
+``model_config``                  :meth:`ModelConfig.to_dict`
+``tokenizer``                     the SentencePiece model's bytes (uint8 tensor)
+``tokenizer_fingerprint``         sha256, vocabulary size and special ids of that model
+``tokenizer_binding``             a hash of the tokenizer with the embedding matrix (a swap is caught)
+``data``                          the data module's settings (dataset, files, splits, corpora ...)
+``decoding``                      the length limit ``max_len_a``, ``max_len_b``
+``wall_minutes``                  training minutes so far (resumes included)
+``validation``                    the latest ``val_*`` scores
+``averaged_from``                 (averages only) the checkpoints averaged
+================================  =========================================================
+
+:func:`write_metadata` builds it, :func:`metadata` / :func:`stored_tokenizer` /
+:func:`stored_config` read it; translating and evaluating need nothing else.
 
 Loading never runs code from the file: ``torch.load(..., weights_only=True)`` only
 rebuilds tensors and plain containers, and refuses anything else.
@@ -19,6 +34,7 @@ from typing import Any
 
 import torch
 
+from minitrans._version import __version__
 from minitrans.config import ModelConfig
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.textio import atomic_output, same_file, write_failed
@@ -60,6 +76,47 @@ def tokenizer_binding(tokenizer_sha256: str, state: dict[str, torch.Tensor]) -> 
 
 
 REQUIRED_META = {"model_config": dict, "tokenizer": torch.Tensor, "tokenizer_fingerprint": dict}
+#: The checkpoint entry that holds minitrans's metadata.
+META_KEY = "minitrans"
+
+
+def write_metadata(checkpoint: dict, config: ModelConfig, tokenizer: Tokenizer, data: dict[str, Any],
+                   decoding: dict[str, Any], wall_minutes: float, validation: dict[str, float]) -> None:
+    """Write the ``"minitrans"`` entry of a checkpoint being saved (its ``state_dict`` is bound
+    to the tokenizer here)."""
+    fingerprint = tokenizer.fingerprint()
+    checkpoint[META_KEY] = {
+        "version": __version__,
+        "model_config": config.to_dict(),
+        "tokenizer": tokenizer.to_tensor(),
+        "tokenizer_fingerprint": fingerprint,
+        "tokenizer_binding": tokenizer_binding(fingerprint["sha256"], checkpoint["state_dict"]),
+        "data": data,
+        "decoding": decoding,
+        "wall_minutes": wall_minutes,
+        "validation": validation,
+    }
+
+
+def metadata(checkpoint: dict) -> dict:
+    """A loaded checkpoint's minitrans metadata (empty for a checkpoint of another program)."""
+    entry = checkpoint.get(META_KEY)
+    return entry if isinstance(entry, dict) else {}
+
+
+def stored_tokenizer(checkpoint: dict) -> Tokenizer:
+    """The SentencePiece model a loaded checkpoint carries."""
+    return Tokenizer.from_tensor(metadata(checkpoint)["tokenizer"])
+
+
+def stored_config(checkpoint: dict) -> ModelConfig:
+    """The model config a loaded checkpoint records."""
+    return ModelConfig.from_dict(metadata(checkpoint)["model_config"])
+
+
+def checkpoint_metadata(path: str | os.PathLike) -> dict:
+    """The minitrans metadata of the checkpoint at ``path`` (loaded safely, checked)."""
+    return metadata(load_checkpoint(path))
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
@@ -81,14 +138,14 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise CheckpointError(f"{path} is not a readable checkpoint (truncated, damaged or not a torch file): "
                               f"{first}. Pass a .ckpt written by `minitrans train` or `minitrans average`.") from None
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("minitrans"), dict) \
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get(META_KEY), dict) \
             or not isinstance(checkpoint.get("state_dict"), dict):
         raise CheckpointError(
             f"{path} is not a minitrans checkpoint (no 'minitrans' entry): train with `minitrans train`, "
             "or average minitrans checkpoints with `minitrans average`."
         )
     for key, kind in REQUIRED_META.items():
-        if not isinstance(checkpoint["minitrans"].get(key), kind):
+        if not isinstance(checkpoint[META_KEY].get(key), kind):
             raise CheckpointError(f"{path} is damaged: its metadata lacks a valid {key!r}. Use another checkpoint "
                                   "of the run (last.ckpt or a step*.ckpt).")
     return checkpoint
@@ -106,7 +163,7 @@ def load_for_inference(path: str | os.PathLike, device: str | torch.device = "cp
         ``(model in eval mode on device, tokenizer, the checkpoint's "minitrans" metadata)``.
     """
     checkpoint = load_checkpoint(path)
-    meta = checkpoint["minitrans"]
+    meta = metadata(checkpoint)
     try:
         config = ModelConfig.from_dict(meta["model_config"])
     except (ValueError, TypeError) as err:
@@ -156,11 +213,11 @@ def average_checkpoints(paths: list[str | os.PathLike], output: str | os.PathLik
             raise UsageError(f"--output {output} is one of the checkpoints to average; it would be replaced "
                              "(and a resumable training checkpoint lost). Choose a new file name.")
     first = load_checkpoint(paths[0])
-    meta = first["minitrans"]
+    meta = metadata(first)
     total = {k: v.double() if v.is_floating_point() else v.clone() for k, v in first["state_dict"].items()}
     for path in paths[1:]:
         other = load_checkpoint(path)
-        other_meta = other["minitrans"]
+        other_meta = metadata(other)
         if other_meta["model_config"] != meta["model_config"]:
             diff = {k: (meta["model_config"].get(k), v) for k, v in other_meta["model_config"].items()
                     if meta["model_config"].get(k) != v}
@@ -178,7 +235,7 @@ def average_checkpoints(paths: list[str | os.PathLike], output: str | os.PathLik
                 for k, v in total.items()}
     meta = {**meta, "averaged_from": [str(p) for p in paths]}
     meta["tokenizer_binding"] = tokenizer_binding(meta["tokenizer_fingerprint"]["sha256"], averaged)
-    result = {"state_dict": averaged, "minitrans": meta,
+    result = {"state_dict": averaged, META_KEY: meta,
               "hyper_parameters": first.get("hyper_parameters", {}),
               "global_step": first.get("global_step", 0)}
     save_atomic(result, output)

@@ -150,12 +150,13 @@ def _check_resumable(args: list[str]) -> None:
             path = arg.split("=", 1)[1]
     if path in (None, "", "last", "best", "hpc", "registry"):
         return
-    from minitrans.checkpoint import load_checkpoint
+    from minitrans.checkpoint import load_checkpoint, metadata
 
     checkpoint = load_checkpoint(path)
+    meta = metadata(checkpoint)
     missing = [k for k in ("optimizer_states", "loops", "lr_schedulers") if k not in checkpoint]
     if missing:
-        how = "it was written by `minitrans average`" if "averaged_from" in checkpoint["minitrans"] else \
+        how = "it was written by `minitrans average`" if "averaged_from" in meta else \
             f"it lacks {', '.join(missing)}"
         raise CheckpointError(f"--resume {path}: cannot resume training from it ({how}). Resume from last.ckpt "
                               "or a step*.ckpt of the run; averaged checkpoints translate and evaluate only.")
@@ -304,9 +305,9 @@ def _load_translator(paths: list[str], a: argparse.Namespace):
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
     """Translate a test set with one or more checkpoints and score BLEU and chrF."""
+    from minitrans.engines import load_metadata
     from minitrans.evaluate import eval_sets, evaluate_checkpoint, load_eval_data, output_stem, write_outputs
     from minitrans.search import check_decoding
-    from minitrans.translate import load_metadata
 
     check_decoding(a.beam, a.alpha)
     _check_device(a.device)
@@ -384,13 +385,19 @@ def cmd_serve(a: argparse.Namespace) -> None:
 
 def cmd_export(a: argparse.Namespace) -> None:
     """Export a checkpoint for a deployment engine (CTranslate2; needs the [ct2] extra)."""
-    from minitrans.export import export_ctranslate2
+    from minitrans.engines import writer
 
-    if a.format != "ctranslate2":
-        raise UsageError(f"--format must be ctranslate2, got {a.format!r}.")
-    out = export_ctranslate2(a.checkpoint, a.output_dir, a.quantization, a.force)
+    out = writer(a.format).export(a.checkpoint, a.output_dir, a.quantization, a.force)
     print(f"exported {a.checkpoint} to {out} ({a.quantization}); translate with "
-          f"`minitrans translate --engine ctranslate2 --model {out}`")
+          f"`minitrans translate --engine {a.format} --model {out}`")
+
+
+def cmd_distill(a: argparse.Namespace) -> None:
+    """Make distillation / self-training data: a teacher translates in-domain English (resumable)."""
+    from minitrans.distill import distill
+
+    out = distill(a.teacher, a.monolingual, a.out, a.data_dir, a.beam, a.alpha, a.chunk, a.bf16, a.limit)
+    print(f"wrote {out}: train it with `minitrans train --config configs/distill.yaml`")
 
 
 def cmd_download(a: argparse.Namespace) -> None:
@@ -419,9 +426,25 @@ def _workers(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err).removeprefix("--workers ")) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def add_decoding_flags(p: argparse.ArgumentParser, whose: str = "") -> None:
+    """The decoding flags ``translate``, ``evaluate`` and ``serve`` share, defined once:
+    ``--engine --device --bf16 --int8 --workers --beam --alpha``."""
     from minitrans.engines import ENGINES
-    from minitrans.export import QUANTIZATIONS
+    from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
+
+    p.add_argument("--engine", choices=ENGINES, help=ENGINE_HELP)
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default %(default)s)")
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
+    p.add_argument("--int8", action="store_true", help=INT8_HELP)
+    p.add_argument("--workers", type=_workers, default=0, help=WORKERS_HELP)
+    p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help=f"{whose}beam size (1 = greedy; default %(default)s)")
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                   help=f"{whose}length penalty exponent (default %(default)s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from minitrans.ctranslate2_export import QUANTIZATIONS
+    from minitrans.engines import EXPORT_FORMATS
     from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
     from minitrans.server_settings import ServerSettings
 
@@ -439,26 +462,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: lines of --input or stdin)")
     p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", action="append", required=True,
                    help=MODEL_HELP + "; repeat it with --ensemble")
-    p.add_argument("--engine", choices=ENGINES, help=ENGINE_HELP)
+    add_decoding_flags(p)
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--input", "-i", help="file with one sentence per line")
     p.add_argument("--output", "-o", help="write translations here instead of stdout")
-    p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="beam size (1 = greedy)")
-    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="length penalty exponent")
     p.add_argument("--nbest", type=int, default=1, help="print the n best translations with scores")
     p.add_argument("--json", action="store_true", help="one JSON object per line with scores")
     p.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's cross-attention")
     p.add_argument("--layer", type=int, default=None, help="decoder layer to plot (default: last)")
     p.add_argument("--head", type=int, default=None, help="head to plot (default: mean over heads)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
-    p.add_argument("--int8", action="store_true", help=INT8_HELP)
-    p.add_argument("--workers", type=_workers, default=0, help=WORKERS_HELP)
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", help=cmd_evaluate.__doc__)
     p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", nargs="+", required=True, help=MODEL_HELP)
-    p.add_argument("--engine", choices=ENGINES, help=ENGINE_HELP)
+    add_decoding_flags(p)
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP + " (default: score each)")
     p.add_argument("--dataset", help="multi30k, tatoeba, or a component of the checkpoint's mixture "
                                      "(default for a mixture: every component)")
@@ -466,13 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--src", help="source file (instead of --dataset)")
     p.add_argument("--ref", action="append", help="reference file aligned with --src; repeat for several")
     p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
-    p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="beam size (1 = greedy)")
-    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="length penalty exponent")
-    p.add_argument("--output-dir", default="outputs/eval")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
-    p.add_argument("--int8", action="store_true", help=INT8_HELP)
-    p.add_argument("--workers", type=_workers, default=0, help=WORKERS_HELP)
+    p.add_argument("--output-dir", default="outputs/eval",
+                   help="where the report and hypotheses go (default %(default)s)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("average", help=cmd_average.__doc__)
@@ -482,15 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help=cmd_serve.__doc__)
     p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", required=True, help=MODEL_HELP)
-    p.add_argument("--engine", choices=ENGINES, help=ENGINE_HELP)
+    add_decoding_flags(p, "a request's default ")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="default beam size of a request")
-    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="default length penalty of a request")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
-    p.add_argument("--int8", action="store_true", help=INT8_HELP)
-    p.add_argument("--workers", type=_workers, default=0, help=WORKERS_HELP)
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default %(default)s)")
     limits = ServerSettings()  # the defaults live there, once
     p.add_argument("--max-sentences", type=int, default=limits.max_sentences,
                    help="sentences per request (413 beyond; default %(default)s)")
@@ -511,10 +517,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help=cmd_export.__doc__)
     p.add_argument("checkpoint", help="a .ckpt written by `minitrans train` or `minitrans average`")
     p.add_argument("output_dir", help="the model folder to write")
-    p.add_argument("--format", default="ctranslate2", help="ctranslate2 (the only format so far)")
+    p.add_argument("--format", default="ctranslate2",
+                   help=f"the model format to write: {', '.join(EXPORT_FORMATS)} (default %(default)s)")
     p.add_argument("--quantization", default="float32", choices=QUANTIZATIONS, help="weight type of the export")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("distill", help=cmd_distill.__doc__)
+    p.add_argument("--teacher", action="append", required=True, help="teacher checkpoint (repeat: an ensemble)")
+    p.add_argument("--monolingual", nargs="+", required=True, help="in-domain English text, one sentence per line")
+    p.add_argument("--out", default="runs/distill/data", help="the corpus folder to write (default %(default)s)")
+    p.add_argument("--data-dir", help="raw corpora (MINITRANS_DATA overrides), for Multi30k's real pairs")
+    p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="beam size (default %(default)s)")
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="length penalty exponent (default %(default)s)")
+    p.add_argument("--chunk", type=int, default=2000, help="lines per resumable chunk (default %(default)s)")
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
+    p.add_argument("--limit", type=int, help="translate only the first N lines (trials)")
+    p.set_defaults(func=cmd_distill)
 
     p = sub.add_parser("download", help=cmd_download.__doc__)
     p.add_argument("--dataset", required=True, choices=["multi30k", "tatoeba"])

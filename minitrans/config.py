@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from minitrans.errors import ConfigError
-from minitrans.tokenizer import PAD_ID
+from minitrans.vocab import PAD_ID
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,14 @@ import itertools
 import logging
 import os
 import random
-import unicodedata
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 
-from minitrans.errors import DataError  # noqa: F401  (re-exported)
+from minitrans.cleaning import CleaningReport, clean
+from minitrans.errors import DataError
+from minitrans.stream import build_train_split
 from minitrans.textio import iter_lines
 
 log = logging.getLogger(__name__)
@@ -43,11 +42,6 @@ def resolve_data_dir(configured: str | os.PathLike | None = None) -> Path:
     """The raw-corpus directory: ``$MINITRANS_DATA`` if set, else the configured one, else ``data/raw``."""
     value = os.environ.get(DATA_ENV) or configured or "data/raw"
     return Path(value).expanduser()
-
-
-def clean(text: str) -> str:
-    """Unicode NFC, every run of whitespace (NBSP and narrow NBSP included) to one space, stripped."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 DATA_HINT = (f"Point {DATA_ENV} (or data.data_dir) at the directory holding the corpora, e.g. "
@@ -124,46 +118,6 @@ def read_aligned(src_path: str | os.PathLike, tgt_path: str | os.PathLike,
     return list(iter_aligned(src_path, tgt_path, hint))
 
 
-@dataclass
-class CleaningReport:
-    """What cleaning dropped from the training split."""
-
-    kept: int = 0
-    dropped: Counter = field(default_factory=Counter)
-
-    def __str__(self) -> str:
-        dropped = ", ".join(f"{n} {why}" for why, n in sorted(self.dropped.items())) or "nothing"
-        return f"kept {self.kept} pairs; dropped {dropped}"
-
-
-def reject_reason(en: str, fr: str, max_chars: int) -> str | None:
-    """Why a cleaned training pair is dropped (a reason of :class:`CleaningReport`), or None."""
-    if not en or not fr:
-        return "empty"
-    if len(en) > max_chars or len(fr) > max_chars:
-        return f"longer than {max_chars} characters"
-    return None
-
-
-def clean_train_pairs(pairs, max_chars: int = 400) -> tuple[list[tuple[str, str]], CleaningReport]:
-    """Clean training pairs in memory: normalise, drop empty, over-long and exact-duplicate pairs.
-    The reference that :func:`minitrans.stream.build_train_split` (what preparation uses, in
-    bounded memory) is tested against."""
-    report, seen, out = CleaningReport(), set(), []
-    for en, fr in pairs:
-        en, fr = clean(en), clean(fr)
-        why = reject_reason(en, fr, max_chars)
-        if why:
-            report.dropped[why] += 1
-        elif (en, fr) in seen:
-            report.dropped["exact duplicates"] += 1
-        else:
-            seen.add((en, fr))
-            out.append((en, fr))
-    report.kept = len(out)
-    return out, report
-
-
 def eval_split(pairs) -> datasets.Dataset:
     """An evaluation split, one row per English sentence with all its references, in
     first-appearance order. Only normalised: evaluation data is never filtered."""
@@ -237,8 +191,6 @@ def _assemble(train: Callable[[], Iterable[tuple[str, str]]] | None, evals: dict
               build_dir: str | os.PathLike | None) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
     """Stream the pairs of ``train()`` into a cleaned training split (skipped when ``train`` is
     None); turn every other split into an evaluation split with ``make_eval_split``."""
-    from minitrans.stream import build_train_split  # stream builds on this module's cleaning
-
     splits = {s: make_eval_split(p) for s, p in evals.items()}
     report = CleaningReport()
     if train is not None:

@@ -24,7 +24,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from minitrans.batching import ArrowPairDataset, PairDataset, SampledPairDataset, TokenBatchSampler, collate
-from minitrans.corpus import MULTI30K_SPLITS, DataError, load_corpus, resolve_data_dir
+from minitrans.corpus import MULTI30K_SPLITS, load_corpus, resolve_data_dir
+from minitrans.errors import DataError
 from minitrans.stream import numeric_column, spm_sample
 from minitrans.mixture import CorpusSpec, check_specs, decontaminate, epoch_rows, probabilities
 from minitrans.tokenizer import Tokenizer
@@ -81,9 +82,9 @@ def read_tokenizer(path: str | os.PathLike) -> Tokenizer:
         raise DataError(f"data.tokenizer {path}: no such file. Pass a SentencePiece .model file or a minitrans "
                         "checkpoint (.ckpt).")
     if path.suffix == ".ckpt":
-        from minitrans.checkpoint import load_checkpoint
+        from minitrans.checkpoint import load_checkpoint, stored_tokenizer
 
-        return Tokenizer.from_tensor(load_checkpoint(path)["minitrans"]["tokenizer"])
+        return stored_tokenizer(load_checkpoint(path))
     try:
         return Tokenizer.load(path)
     except Exception as err:  # SentencePiece raises RuntimeError/TypeError on foreign bytes

@@ -18,7 +18,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from minitrans.corpus import MULTI30K_SPLITS, DataError, read_tsv
+from minitrans.corpus import MULTI30K_SPLITS, read_tsv
+from minitrans.errors import DataError
 
 log = logging.getLogger(__name__)
 

@@ -10,30 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import sacrebleu
-
-from minitrans.corpus import DataError, clean, load_corpus, read_aligned
+from minitrans.cleaning import clean
+from minitrans.corpus import load_corpus, read_aligned
+from minitrans.metrics import score
+from minitrans.errors import DataError
 from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
 from minitrans.textio import write_text_atomic
 from minitrans.translate import Translator
-
-
-def reference_streams(refs: list[list[str]]) -> list[list[str | None]]:
-    """Per-sentence reference lists -> sacreBLEU's reference streams (None where a
-    sentence has fewer references)."""
-    n = max((len(r) for r in refs), default=1)
-    return [[r[i] if i < len(r) else None for r in refs] for i in range(n)]
-
-
-def score(hyps: list[str], refs: list[list[str]]) -> dict[str, Any]:
-    """Corpus BLEU and chrF of ``hyps`` against per-sentence reference lists."""
-    if len(hyps) != len(refs):
-        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} reference lists.")
-    streams = reference_streams(refs)
-    bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
-    b, c = bleu.corpus_score(hyps, streams), chrf.corpus_score(hyps, streams)
-    return {"bleu": round(b.score, 2), "chrf": round(c.score, 2), "bleu_detail": str(b),
-            "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}
 
 
 SPLIT_ALIASES = {"test_2016_flickr": "test", "val": "valid", "validation": "valid", "dev": "valid"}

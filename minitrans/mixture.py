@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import datasets
 import numpy as np
 
-from minitrans.corpus import DataError
+from minitrans.errors import DataError
 from minitrans.stream import numeric_column
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")

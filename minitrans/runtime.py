@@ -5,7 +5,7 @@ activations) with ``mmap`` and returns them to the kernel on ``free``, so every 
 maps fresh pages: 58 million minor page faults and 133 of 1,195 CPU seconds in the kernel in a
 10-minute training run. Keeping freed memory in the heap (``M_MMAP_MAX = 0``, a 1 GiB trim
 threshold) removes the system time, but the step rate did not follow: six alternated pairs of
-``scripts/benchmark_train.py --settings "bf16 explicit" --steps 30 --allocator {default,tuned}``
+``bench/benchmark_train.py --settings "bf16 explicit" --steps 30 --allocator {default,tuned}``
 gave 0.94-1.24x, median 1.02x (system CPU 5-6 s -> 1 s per 30 steps, user CPU up by about as
 much), for ~17% more peak memory (4.0 vs 3.4 GiB in 10-minute runs). So it is off unless asked
 for; the ``minitrans`` command applies it when ``MINITRANS_MALLOC=tuned``. Other C libraries

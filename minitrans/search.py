@@ -26,7 +26,7 @@ from torch import Tensor
 
 from minitrans.errors import UsageError
 from minitrans.masks import padding_mask
-from minitrans.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 #: Length-penalty exponent used unless asked otherwise. Tuned on the Multi30k validation
 #: split with the tiny recipe: BLEU 50.33 (α 0.6), 50.83 (α 1.0), 50.61 (α 1.4).

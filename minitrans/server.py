@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from minitrans import __version__
+from minitrans._version import __version__
 from minitrans.engines import Cancelled
 from minitrans.errors import UsageError
 from minitrans.server_settings import ServerSettings  # noqa: F401 (re-exported: minitrans.server.ServerSettings)

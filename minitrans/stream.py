@@ -5,7 +5,7 @@ pairs one at a time (from a file reader or any iterable), cleans and filters eac
 and lets ``datasets.Dataset.from_generator`` write them to Arrow files on disk in batches. Exact
 duplicates are found from a 64-bit hash column (BLAKE2b of both sides) with NumPy, not from a
 Python set of strings: 8 bytes per pair instead of both sentences. The result equals
-:func:`minitrans.corpus.clean_train_pairs` of the same pairs row for row (same order, first
+:func:`minitrans.cleaning.clean_train_pairs` of the same pairs row for row (same order, first
 occurrence kept; ``tests/test_stream.py`` checks it); a hash collision, which would drop a pair
 wrongly, has probability about ``n² / 2⁶⁵`` (2·10⁻⁶ for 8M pairs).
 
@@ -24,13 +24,13 @@ from pathlib import Path
 import datasets
 import numpy as np
 
-from minitrans.corpus import CleaningReport, clean, reject_reason
+from minitrans.cleaning import CleaningReport, clean, reject_reason
 from minitrans.errors import DataError
 
 TRAIN_FEATURES = datasets.Features({"en": datasets.Value("string"), "fr": datasets.Value("string")})
 # Pairs (two sentences each) SentencePiece trains on at most. Its trainer sets the peak memory of
 # preparation: with a 1M-pair sample, preparing 1M pairs peaked at 3.6 GiB RSS, as high as the old
-# in-memory path (scripts/benchmark_prepare.py). Corpora up to this size are used whole, as before.
+# in-memory path (bench/benchmark_prepare.py). Corpora up to this size are used whole, as before.
 SPM_SAMPLE_PAIRS = 200_000
 _WRITER_BATCH = 10_000  # rows per Arrow record batch while writing
 

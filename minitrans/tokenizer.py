@@ -19,8 +19,7 @@ import sentencepiece as spm
 import torch
 
 from minitrans.errors import TokenizerError  # noqa: F401  (re-exported)
-
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 class Tokenizer:

@@ -15,50 +15,25 @@ from functools import partial
 from typing import Any, Literal
 
 import lightning as L
-import sacrebleu
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
-from minitrans import __version__
 from minitrans.batching import Batch
-from minitrans.checkpoint import load_checkpoint, model_state, save_atomic, tokenizer_binding
+from minitrans.checkpoint import (load_checkpoint, metadata, model_state, save_atomic, stored_config,
+                                  stored_tokenizer, write_metadata)
 from minitrans.config import ModelConfig
 from minitrans.errors import ConfigError
-from minitrans.evaluate import reference_streams
+from minitrans.metrics import bleu_from_statistics, bleu_statistics
 from minitrans.schedule import cosine, inverse_sqrt
 from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, greedy_search
-from minitrans.tokenizer import PAD_ID, Tokenizer
+from minitrans.tokenizer import Tokenizer
+from minitrans.vocab import PAD_ID
 from minitrans.transformer import Transformer
 
 log = logging.getLogger(__name__)
-
-
-def corpus_bleu(hyps: list[str], refs: list[list[str]]) -> sacrebleu.metrics.bleu.BLEUScore:
-    """sacreBLEU corpus BLEU with a variable number of references per sentence."""
-    return sacrebleu.BLEU().corpus_score(hyps, reference_streams(refs))
-
-
-def bleu_statistics(hyps: list[str], refs: list[list[str]]) -> list[float]:
-    """``[sentences, hypothesis length, reference length, 4 n-gram matches, 4 n-gram totals]``:
-    sacreBLEU's corpus statistics, which add up over sentences, so the sums of shards' statistics
-    give the BLEU of the whole set (:func:`bleu_from_statistics`), never an average of scores."""
-    if not hyps:
-        return [0.0] * 11
-    score = corpus_bleu(hyps, refs)
-    return [len(hyps), score.sys_len, score.ref_len, *score.counts, *score.totals]
-
-
-def bleu_from_statistics(stats) -> float:
-    """Corpus BLEU from (summed) :func:`bleu_statistics`, with sacreBLEU's default settings."""
-    stats = [int(round(float(x))) for x in stats]
-    default = sacrebleu.BLEU()
-    return sacrebleu.BLEU.compute_bleu(
-        stats[3:7], stats[7:11], stats[1], stats[2], smooth_method=default.smooth_method,
-        smooth_value=default.smooth_value, effective_order=default.effective_order,
-        max_ngram_order=default.max_ngram_order).score
 
 
 def smoothed_loss(logits: torch.Tensor, gold: torch.Tensor, epsilon: float, pad_id: int = PAD_ID
@@ -68,7 +43,7 @@ def smoothed_loss(logits: torch.Tensor, gold: torch.Tensor, epsilon: float, pad_
     The smoothed loss is PyTorch's ``F.cross_entropy(label_smoothing=ε)``:
     ``(1 - ε) · NLL + ε · mean over the vocabulary of -log p``. Computing both from one
     log-softmax saves a second pass over (B·T, V) logits per step (a log-softmax forward is 5.5%
-    of a bf16 step in ``scripts/benchmark_train.py --profile``). Padding positions count for neither.
+    of a bf16 step in ``bench/benchmark_train.py --profile``). Padding positions count for neither.
 
     Args:
         logits: (B, T, V), float32.
@@ -164,7 +139,7 @@ class TranslationModule(L.LightningModule):
     def _load_initial_weights(self, path: str) -> None:
         """Copy the weights of checkpoint ``path`` into the model (see ``init_from``)."""
         checkpoint = load_checkpoint(path)
-        theirs = ModelConfig.from_dict(checkpoint["minitrans"]["model_config"]).to_dict()
+        theirs = stored_config(checkpoint).to_dict()
         ours = self.config.to_dict()
         shape = [k for k in ours if k not in ("dropout", "attention_dropout") and ours[k] != theirs.get(k)]
         if shape:
@@ -172,7 +147,7 @@ class TranslationModule(L.LightningModule):
             ours_text = ", ".join(f"{k}={ours[k]}" for k in shape)
             raise ConfigError(f"model.init_from {path} has another model shape ({theirs_text}; this run: "
                               f"{ours_text}): copy its model.config.")
-        fingerprint = checkpoint["minitrans"]["tokenizer_fingerprint"]
+        fingerprint = metadata(checkpoint)["tokenizer_fingerprint"]
         if self.tokenizer is not None and fingerprint["sha256"] != self.tokenizer.fingerprint()["sha256"]:
             raise ConfigError(f"model.init_from {path} was trained with another SentencePiece model than this "
                               f"run's data: set data.tokenizer: {path}")
@@ -316,22 +291,16 @@ class TranslationModule(L.LightningModule):
             checkpoint["datamodule_hyper_parameters"] = dict(checkpoint["datamodule_hyper_parameters"])
         if self.tokenizer is None:
             raise RuntimeError("TranslationModule has no tokenizer: train it with TranslationDataModule.")
-        fingerprint = self.tokenizer.fingerprint()
-        checkpoint["minitrans"] = {
-            "version": __version__,
-            "model_config": self.config.to_dict(),
-            "tokenizer": self.tokenizer.to_tensor(),
-            "tokenizer_fingerprint": fingerprint,
-            "tokenizer_binding": tokenizer_binding(fingerprint["sha256"], checkpoint["state_dict"]),
-            "data": {**{k: v for k, v in self._data_hparams.items() if isinstance(v, (str, int, float, bool, type(None)))},
-                     **({"corpora": [dict(c) for c in self._data_hparams["corpora"]]}
-                        if self._data_hparams.get("corpora") else {})},
-            "decoding": {"max_len_a": self.hparams.max_len_a, "max_len_b": self.hparams.max_len_b},
-            "wall_minutes": self._wall_minutes() if self._fit_started is not None else self._minutes_before,
+        write_metadata(
+            checkpoint, self.config, self.tokenizer,
+            data={**{k: v for k, v in self._data_hparams.items() if isinstance(v, (str, int, float, bool, type(None)))},
+                  **({"corpora": [dict(c) for c in self._data_hparams["corpora"]]}
+                     if self._data_hparams.get("corpora") else {})},
+            decoding={"max_len_a": self.hparams.max_len_a, "max_len_b": self.hparams.max_len_b},
+            wall_minutes=self._wall_minutes() if self._fit_started is not None else self._minutes_before,
             # The latest validation scores when this checkpoint was written (servers report them).
-            "validation": {k: float(v) for k, v in (self._trainer.callback_metrics.items() if self._trainer else [])
-                           if k.startswith("val_")},
-        }
+            validation={k: float(v) for k, v in (self._trainer.callback_metrics.items() if self._trainer else [])
+                        if k.startswith("val_")})
         # Random-number state, so that a resumed run draws the same dropout masks.
         checkpoint["rng"] = {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])}
 
@@ -340,16 +309,17 @@ class TranslationModule(L.LightningModule):
         if rng is not None:
             torch.set_rng_state(rng["torch"])
             random.setstate((3, tuple(rng["python"]), None))
-        self._minutes_before = checkpoint.get("minitrans", {}).get("wall_minutes", 0.0)
-        if "minitrans" not in checkpoint:
+        meta = metadata(checkpoint)
+        self._minutes_before = meta.get("wall_minutes", 0.0)
+        if not meta:
             return
         if self.tokenizer is None:
-            self.tokenizer = Tokenizer.from_tensor(checkpoint["minitrans"]["tokenizer"])
+            self.tokenizer = stored_tokenizer(checkpoint)
             return
         # Resuming: the data module has tokenised the training data with its own SentencePiece
         # model. Training on with another one (the data or its settings changed since the run
         # began) would feed the weights ids that mean other pieces.
-        theirs = checkpoint["minitrans"]["tokenizer_fingerprint"]
+        theirs = meta["tokenizer_fingerprint"]
         ours = self.tokenizer.fingerprint()
         if ours["sha256"] != theirs["sha256"]:
             sizes = f"{theirs['vocab_size']} pieces in the checkpoint, {ours['vocab_size']} now" \

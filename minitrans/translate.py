@@ -16,12 +16,14 @@ from pathlib import Path
 import torch
 
 from minitrans.checkpoint import load_for_inference
-from minitrans.corpus import clean
-from minitrans.engines import ENGINES, NativeEngine, load_export
+from minitrans.cleaning import clean
+from minitrans.engines import open_model
+from minitrans.native_engine import NativeEngine
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Hypothesis, check_decoding
 from minitrans.textio import atomic_output
-from minitrans.tokenizer import EOS_ID, Tokenizer
+from minitrans.tokenizer import Tokenizer
+from minitrans.vocab import EOS_ID
 from minitrans.transformer import Transformer
 
 log = logging.getLogger(__name__)
@@ -50,14 +52,15 @@ class Translator:
     segmentation, truncation, empty lines and detokenisation happen here, the same for both.
 
     Args:
-        model: The Transformer, or an engine (:class:`~minitrans.engines.NativeEngine`,
-            :class:`~minitrans.engines.CTranslate2Engine`).
+        model: The Transformer, or an engine (any :class:`~minitrans.engines.Engine`:
+            :class:`~minitrans.native_engine.NativeEngine`,
+            :class:`~minitrans.ctranslate2_engine.CTranslate2Engine`).
         tokenizer: Its SentencePiece tokenizer.
         max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
         max_len_a, max_len_b: Output length limit ``a · src_len + b``.
         bf16: Decode with bfloat16 weights (native engine, cast once): beam 5 at 1.21x the
             fp32 rate for the quickstart model and 1.04x for multi30k-small on AMX CPUs, BLEU
-            within 0.1 (``scripts/benchmark_decode.py``, README, Speed), more peak memory; off
+            within 0.1 (``bench/benchmark_decode.py``, README, Speed), more peak memory; off
             by default so that results are exact.
         int8: Dynamic int8 quantisation for CPU decoding (native engine): 1.20x the fp32
             beam-search rate with the same BLEU for the quickstart model (README, Speed);
@@ -80,11 +83,7 @@ class Translator:
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, device: str = "cpu", **kwargs) -> "Translator":
         """Load a checkpoint written by ``minitrans train`` (or ``minitrans average``)."""
-        model, tokenizer, meta = load_for_inference(path, device)
-        decoding = {**meta.get("decoding", {}), **kwargs}
-        translator = cls(model, tokenizer, **decoding)
-        translator.meta = meta  # the checkpoint's metadata (training data, validation scores, ...)
-        return translator
+        return cls.load(path, "native", device, **kwargs)
 
     @classmethod
     def from_checkpoints(cls, paths: list[str | os.PathLike], device: str = "cpu", **kwargs) -> "Translator":
@@ -110,33 +109,21 @@ class Translator:
     def from_export(cls, path: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
                     threads: int = 0, workers: int = 0, **kwargs) -> "Translator":
         """Load a folder written by ``minitrans export`` (CTranslate2 engine)."""
-        engine, tokenizer, meta = load_export(path, device, compute_type, threads, workers)
-        decoding = {**meta.get("decoding", {}), **kwargs}
-        engine.max_tokens = decoding.pop("max_tokens", engine.max_tokens)
-        translator = cls(engine, tokenizer, **decoding)
-        translator.meta = meta
-        return translator
+        return cls.load(path, "ctranslate2", device, compute_type=compute_type, threads=threads, workers=workers,
+                        **kwargs)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, engine: str | None = None, device: str = "cpu", bf16: bool = False,
-             **kwargs) -> "Translator":
-        """A checkpoint (native engine) or an exported folder (``ctranslate2``); ``engine``
-        None picks by what ``path`` is."""
-        from minitrans.export import is_export
-
-        engine = engine or ("ctranslate2" if is_export(path) else "native")
-        if engine not in ENGINES:
-            raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}.")
-        if engine == "ctranslate2":
-            if bf16 or kwargs.get("int8"):
-                raise UsageError("--bf16 and --int8 are for the native engine; export with --quantization instead.")
-            if not is_export(path):
-                raise UsageError(f"--engine ctranslate2 needs a folder written by `minitrans export`, and {path} "
-                                 "is not one: export it with `minitrans export CKPT OUTDIR`.")
-            return cls.from_export(path, device, **kwargs)
-        if is_export(path):
-            raise UsageError(f"{path} is an exported CTranslate2 model: pass --engine ctranslate2, or a .ckpt.")
-        return cls.from_checkpoint(path, device, bf16=bf16, **kwargs)
+    def load(cls, path: str | os.PathLike, engine: str | None = None, device: str = "cpu", **kwargs) -> "Translator":
+        """A model of any registered format (:data:`minitrans.engines.REGISTRY`): a checkpoint
+        (native engine), an exported folder (``ctranslate2``) ...; ``engine`` None picks by
+        what ``path`` is. ``kwargs`` are the engine's options (``bf16``, ``int8``, ``workers``,
+        ``max_tokens``, ...) and the decoding limits ``max_len_a``, ``max_len_b``."""
+        limits = {k: kwargs.pop(k) for k in ("max_len_a", "max_len_b") if k in kwargs}
+        model_engine, tokenizer, meta = open_model(path, engine, device, **kwargs)
+        decoding = {k: v for k, v in meta.get("decoding", {}).items() if k in ("max_len_a", "max_len_b")}
+        translator = cls(model_engine, tokenizer, **{**decoding, **limits})
+        translator.meta = meta
+        return translator
 
     @property
     def model(self) -> Transformer:
@@ -248,15 +235,6 @@ class Translator:
         memory = self.model.encode(src)
         _, weights = self.model.decode(memory, None, tgt_in, need_weights=True)
         return torch.stack([w[0] for w in weights]).float().cpu()  # (layers, H, T+1, S); float32 under --bf16
-
-
-def load_metadata(path: str | os.PathLike) -> dict:
-    """The minitrans metadata of a checkpoint or of an exported folder (training data,
-    decoding limits, validation scores)."""
-    from minitrans.checkpoint import load_checkpoint
-    from minitrans.export import read_metadata, is_export
-
-    return read_metadata(path) if is_export(path) else load_checkpoint(path)["minitrans"]
 
 
 def check_attention_view(config, layer: int | None, head: int | None) -> None:

@@ -99,6 +99,33 @@ def test_no_import_cycle_in_the_package():
             visit(node, [node])
 
 
+def test_engines_satisfy_the_protocol_and_every_format_is_registered(trained_checkpoint, tmp_path):
+    from minitrans.engines import ENGINES, EXPORT_FORMATS, REGISTRY, Engine, engine_for, reader, writer
+    from minitrans.native_engine import NativeEngine
+
+    assert ENGINES == ("native", "ctranslate2") and EXPORT_FORMATS == ("ctranslate2",)
+    for name in REGISTRY:
+        module = reader(name)
+        assert callable(module.recognises) and callable(module.load) and callable(module.metadata), name
+    for name in EXPORT_FORMATS:
+        assert callable(writer(name).export) and writer(name).QUANTIZATIONS
+    engine, _, _ = reader("native").load(trained_checkpoint)
+    assert isinstance(engine, NativeEngine) and isinstance(engine, Engine)
+    assert engine_for(trained_checkpoint) == "native"
+    pytest.importorskip("ctranslate2")
+    exported = writer("ctranslate2").export(trained_checkpoint, tmp_path / "ct2")
+    assert engine_for(exported) == "ctranslate2"
+    assert isinstance(reader("ctranslate2").load(exported)[0], Engine)
+
+
+def test_scripts_are_for_users_and_bench_says_what_each_script_measures():
+    assert sorted(p.name for p in (ROOT / "scripts").iterdir()) == [
+        "attention_demo.py", "plot_curves.py", "quickstart.sh", "showcase.en"]
+    readme = (ROOT / "bench" / "README.md").read_text()
+    for script in (ROOT / "bench").glob("*.py"):
+        assert f"`{script.name}`" in readme, f"bench/README.md does not say what {script.name} measures"
+
+
 # -- pins: behaviour unchanged ----------------------------------------------------------------
 #: ``cache_path`` names of every shipped config's data section, with no raw files present (so only
 #: the settings are hashed; the files' sizes and times are added on top of these as before).
@@ -185,6 +212,8 @@ def _flags() -> dict[str, list[str]]:
 
 
 def test_pin_the_flags_of_every_command():
+    """Every command keeps its flags; ``distill`` (new as a command) keeps those of the
+    ``scripts/distill.py`` it replaces."""
     assert _flags() == FLAGS
 
 
@@ -205,5 +234,7 @@ FLAGS: dict[str, list[str]] = {
         "--help", "--host", "--int8", "--max-attention-values", "--max-chars", "--max-queue",
         "--max-sentences", "--model", "--no-batching", "--port", "--timeout", "--workers", "-c", "-h"],
     "export": ["--force", "--format", "--help", "--quantization", "-h"],
+    "distill": ["--alpha", "--beam", "--bf16", "--chunk", "--data-dir", "--help", "--limit", "--monolingual", "--out",
+        "--teacher", "-h"],
     "download": ["--dataset", "--help", "--to", "-h"],
 }

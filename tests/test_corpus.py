@@ -3,7 +3,9 @@ import urllib.error
 import pytest
 
 from minitrans import corpus
-from minitrans.corpus import DataError, clean, clean_train_pairs, grouped_split, load_corpus, read_aligned, read_tsv
+from minitrans.cleaning import clean, clean_train_pairs
+from minitrans.corpus import grouped_split, load_corpus, read_aligned, read_tsv
+from minitrans.errors import DataError
 
 
 def test_clean_normalises_unicode_and_whitespace():

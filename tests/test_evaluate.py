@@ -3,7 +3,8 @@ import sacrebleu
 import torch
 
 from minitrans.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, load_for_inference, save_atomic
-from minitrans.evaluate import evaluate_checkpoint, score
+from minitrans.evaluate import evaluate_checkpoint
+from minitrans.metrics import score
 
 
 def test_bleu_equals_sacrebleu_corpus_bleu():
@@ -71,7 +72,7 @@ def test_averaging_mismatched_checkpoints_fails_cleanly(trained_checkpoint, tmp_
 
 
 def test_bleu_from_summed_shard_statistics_equals_corpus_bleu():
-    from minitrans.training import bleu_from_statistics, bleu_statistics, corpus_bleu
+    from minitrans.metrics import bleu_from_statistics, bleu_statistics, corpus_bleu
 
     hyps = ["le chat est sur le tapis", "il pleut", "un homme marche dans la rue", "deux chiens jouent", "oui"]
     refs = [["le chat est sur le tapis"], ["il pleut fort", "il pleut beaucoup"], ["un homme marche"],

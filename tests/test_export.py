@@ -13,7 +13,8 @@ from minitrans import Transformer, Translator
 from minitrans.checkpoint import load_checkpoint, save_atomic
 from minitrans.config import ModelConfig
 from minitrans.errors import UsageError
-from minitrans.export import META_FILE, export_ctranslate2
+from minitrans.ctranslate2_engine import META_FILE
+from minitrans.ctranslate2_export import export_ctranslate2
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the [ct2] extra (ctranslate2) is not installed")
 

@@ -332,12 +332,12 @@ def test_an_output_never_spans_two_lines(trained_checkpoint, monkeypatch):
     translator = Translator.from_checkpoint(trained_checkpoint)
     newline_piece = translator.tokenizer.sp.piece_to_id("<0x0A>")
     assert translator.tokenizer.sp.is_byte(newline_piece)
-    from minitrans import engines
+    from minitrans import native_engine
     from minitrans.search import Hypothesis
 
     def fake_beam(model, src, *args, **kwargs):
         return [[Hypothesis([newline_piece, newline_piece], -1.0, -1.0)] for _ in range(src.size(0))]
 
-    monkeypatch.setattr(engines, "beam_search", fake_beam)
+    monkeypatch.setattr(native_engine, "beam_search", fake_beam)
     out = translator.translate(["The cat eats.", "The dog sees a book."], beam_size=2)
     assert all("\n" not in o for o in out) and len(out) == 2

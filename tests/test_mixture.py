@@ -12,7 +12,7 @@ import pytest
 from conftest import make_mixture
 from minitrans import ModelConfig, cli
 from minitrans.batching import TokenBatchSampler
-from minitrans.corpus import DataError
+from minitrans.errors import DataError
 from minitrans.datamodule import TranslationDataModule
 from minitrans.evaluate import eval_sets
 from minitrans.mixture import CorpusSpec, check_specs, epoch_rows, probabilities

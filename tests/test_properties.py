@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from minitrans import cli
 from minitrans.batching import TokenBatchSampler
-from minitrans.corpus import clean
+from minitrans.cleaning import clean
 from minitrans.errors import DataError
 from minitrans.textio import iter_lines
 

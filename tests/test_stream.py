@@ -6,7 +6,9 @@ import hashlib
 import pytest
 
 from conftest import make_datamodule, synthetic_pairs, write_multi30k
-from minitrans.corpus import DataError, clean_train_pairs, load_corpus
+from minitrans.cleaning import clean_train_pairs
+from minitrans.corpus import load_corpus
+from minitrans.errors import DataError
 from minitrans.stream import build_train_split, spm_sample
 
 

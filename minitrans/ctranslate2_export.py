@@ -1,4 +1,4 @@
-"""``minitrans export``: a checkpoint as a CTranslate2 model folder.
+"""``minitrans export --format ctranslate2``: a checkpoint as a CTranslate2 model folder.
 
 CTranslate2 is the C++ engine the field deploys Transformers with on CPUs (OpenNMT-py,
 fairseq and Marian export to it). Its ``TransformerSpec`` describes the same network as
@@ -25,43 +25,28 @@ SentencePiece pieces in id order          source and target vocabulary (``<pad>`
 
 The folder also holds the SentencePiece model (``sentencepiece.model``) and minitrans's
 metadata (``minitrans.json``: model config, tokenizer fingerprint, training data, decoding
-limits), so :class:`~minitrans.engines.CTranslate2Engine` translates with the same
+limits), so :class:`~minitrans.ctranslate2_engine.CTranslate2Engine` translates with the same
 normalisation, segmentation, limits and detokenisation as the checkpoint. Search
 conventions are the engine's business (see there). Needs the ``[ct2]`` extra.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import torch
 
-from minitrans import __version__
+from minitrans._version import __version__
 from minitrans.checkpoint import load_for_inference
-from minitrans.errors import CheckpointError, UsageError
+from minitrans.ctranslate2_engine import EXPORT_FILES, META_FILE, SPM_FILE, file_sha256, import_ctranslate2, is_export
+from minitrans.errors import UsageError
 from minitrans.layers import sinusoidal_table
 from minitrans.textio import atomic_folder
 
 #: Weight types ``--quantization`` accepts (CTranslate2's names; float32 = no quantisation).
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "bfloat16", "int8_bfloat16")
-META_FILE, SPM_FILE = "minitrans.json", "sentencepiece.model"
-#: Everything an export folder may hold: CTranslate2's files and ours. ``--force`` replaces a
-#: folder only when it holds nothing else.
-EXPORT_FILES = frozenset({"model.bin", "config.json", "shared_vocabulary.json", "source_vocabulary.json",
-                          "target_vocabulary.json", "shared_vocabulary.txt", "source_vocabulary.txt",
-                          "target_vocabulary.txt", META_FILE, SPM_FILE})
-
-
-def import_ctranslate2():
-    """The ``ctranslate2`` module, or a usage error that says how to install it."""
-    try:
-        import ctranslate2
-    except ImportError:
-        raise UsageError('The CTranslate2 engine needs the ctranslate2 package: pip install -e ".[ct2]"') from None
-    return ctranslate2
 
 
 def _array(tensor: torch.Tensor):
@@ -132,6 +117,12 @@ def _feed_forward(spec, layer) -> None:
     _linear(spec.linear_1, layer.feed_forward.linear2)
 
 
+def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantization: str = "float32",
+           force: bool = False) -> Path:
+    """The registry's entry point (:data:`minitrans.engines.REGISTRY`): :func:`export_ctranslate2`."""
+    return export_ctranslate2(checkpoint, output_dir, quantization, force)
+
+
 def export_ctranslate2(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantization: str = "float32",
                        force: bool = False) -> Path:
     """Write ``checkpoint`` as a CTranslate2 model folder; returns the folder.
@@ -161,15 +152,6 @@ def export_ctranslate2(checkpoint: str | os.PathLike, output_dir: str | os.PathL
         info["model_sha256"] = file_sha256(tmp / "model.bin")
         (tmp / META_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return output_dir
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a file's bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_replaceable(output_dir: str | os.PathLike, checkpoint: str | os.PathLike, force: bool) -> None:
@@ -204,21 +186,3 @@ def check_replaceable(output_dir: str | os.PathLike, checkpoint: str | os.PathLi
                          "Choose a new folder.")
     if not force:
         raise UsageError(f"{out} already exists; pass --force to replace it, or choose a new folder.")
-
-
-def read_metadata(path: str | os.PathLike) -> dict:
-    """The ``minitrans.json`` of an exported folder."""
-    file = Path(path) / META_FILE
-    try:
-        meta = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise CheckpointError(f"{file}: unreadable ({type(err).__name__}: {err}); export the model again.") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("model_config"), dict):
-        raise CheckpointError(f"{file} is not minitrans export metadata (no model_config); export the model again.")
-    return meta
-
-
-def is_export(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a folder written by :func:`export_ctranslate2`."""
-    path = Path(path)
-    return (path / META_FILE).is_file() and (path / "model.bin").is_file()

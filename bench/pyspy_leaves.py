@@ -2,7 +2,7 @@
 
     py-spy record --native --rate 200 --format raw -o beam.txt -- \\
         minitrans evaluate -c runs/multi30k-small/avg-top3.ckpt --dataset multi30k --split test_2016_flickr
-    python scripts/pyspy_leaves.py beam.txt [--under "beam_search (minitrans/search.py"] [--top 10]
+    python bench/pyspy_leaves.py beam.txt [--under "beam_search (minitrans/search.py"] [--top 10]
 
 Only samples whose stack contains ``--under`` count (default: minitrans's beam search). Each is
 classed by its innermost frame: a Python frame, or the shared library the native frame lies in

@@ -1,9 +1,9 @@
 """Training-step throughput (target tokens/s) on real Multi30k batches, side by side:
 fp32 vs bf16 autocast, explicit vs fused attention, with the time the data loader takes.
 
-    MINITRANS_DATA=../shared/data python scripts/benchmark_train.py [--steps 20] [--d-model 256 --layers 3]
-    MINITRANS_DATA=../shared/data python scripts/benchmark_train.py --settings "bf16 explicit" --allocator default
-    MINITRANS_DATA=../shared/data python scripts/benchmark_train.py --settings "bf16 explicit" --allocator tuned
+    MINITRANS_DATA=../shared/data python bench/benchmark_train.py [--steps 20] [--d-model 256 --layers 3]
+    MINITRANS_DATA=../shared/data python bench/benchmark_train.py --settings "bf16 explicit" --allocator default
+    MINITRANS_DATA=../shared/data python bench/benchmark_train.py --settings "bf16 explicit" --allocator tuned
 
 The allocator setting (see minitrans.runtime) is process-wide, so compare it across two runs,
 alternated; the script prints the process's system CPU time (page faults) beside the rate.

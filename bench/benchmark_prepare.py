@@ -2,7 +2,7 @@
 synthetic parallel corpora of growing size, the current code and (optionally) an older tree
 side by side.
 
-    MINITRANS_DATA=../shared/data python scripts/benchmark_prepare.py --sizes 1000000,4000000,8000000 \
+    MINITRANS_DATA=../shared/data python bench/benchmark_prepare.py --sizes 1000000,4000000,8000000 \
         --work /tmp/prepare-bench [--old-tree /tmp/oldtree --old-sizes 1000000,2000000]
 
 The corpora recombine Tatoeba and Multi30k training pairs with numbered variations, so every pair

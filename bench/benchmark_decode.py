@@ -1,6 +1,6 @@
 """Decoding speed, side by side: minitrans's engine against CTranslate2, same weights.
 
-    python scripts/benchmark_decode.py --checkpoint runs/quickstart/checkpoints/best.ckpt \\
+    python bench/benchmark_decode.py --checkpoint runs/quickstart/checkpoints/best.ckpt \\
         [--systems native-fp32,native-bf16,native-int8,ct2-float32,ct2-int8] [--modes greedy,beam5] \\
         [--rounds 3] [--limit 1000] [--threads 2]
 
@@ -95,11 +95,11 @@ def profile(args: argparse.Namespace) -> None:
 
 
 def quantize_int8(model, legacy: bool = False) -> None:
-    """``native-int8-legacy``: minitrans's own ``--int8`` (:func:`minitrans.engines.quantize_int8`,
+    """``native-int8-legacy``: minitrans's own ``--int8`` (:func:`minitrans.native_engine.quantize_int8`,
     ``torch.ao.quantization.quantize_dynamic``); ``native-int8``: torchao's dynamic int8 config
     (PyTorch's recommended quantisation library), Linear layers only."""
     if legacy:
-        from minitrans.engines import quantize_int8 as native_int8
+        from minitrans.native_engine import quantize_int8 as native_int8
 
         native_int8(model)
         return
@@ -141,8 +141,9 @@ def main() -> None:
     if args.profile:
         return profile(args)
 
-    from minitrans.evaluate import load_eval_data, score
-    from minitrans.export import export_ctranslate2
+    from minitrans.evaluate import load_eval_data
+    from minitrans.metrics import score
+    from minitrans.ctranslate2_export import export_ctranslate2
 
     systems, modes = args.systems.split(","), args.modes.split(",")
     _, refs = load_eval_data("multi30k", args.split, None, None)

@@ -1,7 +1,7 @@
-"""Sequence-level distillation / self-training data: a teacher translates in-domain English,
-and the student trains on the real pairs plus these synthetic ones.
+"""``minitrans distill``: sequence-level distillation / self-training data. A teacher translates
+in-domain English, and the student trains on the real pairs plus these synthetic ones.
 
-    MINITRANS_DATA=../shared/data python scripts/distill.py \\
+    MINITRANS_DATA=../shared/data minitrans distill \\
         --teacher runs/multi30k/checkpoints/best.ckpt [--teacher runs/multi30k-seed2/checkpoints/best.ckpt] \\
         --monolingual ../shared/data/multi30k-captions-en/train.{1,2,3,4,5}.en --out runs/distill/data
     MINITRANS_DATA=../shared/data minitrans train --config configs/distill.yaml
@@ -25,18 +25,15 @@ pair it drops all the same.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
-from minitrans.cli import BF16_HELP
-from minitrans.corpus import MULTI30K_SPLITS, clean, resolve_data_dir
-from minitrans.errors import MinitransError, UsageError
-from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
+from minitrans.cleaning import clean
+from minitrans.corpus import MULTI30K_SPLITS, resolve_data_dir
+from minitrans.errors import UsageError
 from minitrans.textio import atomic_output, read_lines, write_text_atomic
 
 log = logging.getLogger("minitrans.distill")
@@ -62,7 +59,7 @@ def translate_resumable(sources: list[str], out: Path, teachers: list[str], beam
     if out.is_file() and len(read_lines(out)) == len(sources):
         log.info("%s is complete (%d lines): skipping translation", out, len(sources))
         return
-    from minitrans import Translator
+    from minitrans.translate import Translator
 
     partial = out.with_name(out.name + ".partial")
     raw = partial.read_bytes() if partial.is_file() else b""
@@ -103,37 +100,20 @@ def build_corpus(out_dir: Path, data_dir: str | None, synthetic_en: list[str], s
     log.info("wrote %s: %d real + %d synthetic training pairs", out_dir, len(real_en), len(synthetic_en))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--teacher", action="append", required=True, help="teacher checkpoint (repeat: ensemble)")
-    parser.add_argument("--monolingual", nargs="+", required=True, help="in-domain English text, one per line")
-    parser.add_argument("--out", default="runs/distill/data", help="the corpus folder to write")
-    parser.add_argument("--data-dir", help="raw corpora (MINITRANS_DATA overrides), for Multi30k's real pairs")
-    parser.add_argument("--beam", type=int, default=DEFAULT_BEAM)
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA)
-    parser.add_argument("--chunk", type=int, default=2000, help="lines per resumable chunk")
-    parser.add_argument("--bf16", action="store_true", help=BF16_HELP)
-    parser.add_argument("--limit", type=int, help="translate only the first N lines (trials)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        if args.chunk < 1:
-            raise UsageError(f"--chunk must be at least 1, got {args.chunk}.")
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        sources = monolingual_lines(args.monolingual)[: args.limit]
-        if not (out / "synthetic.en").is_file() or read_lines(out / "synthetic.en") != sources:
-            if (out / "synthetic.fr.partial").is_file() or (out / "synthetic.fr").is_file():
-                raise UsageError(f"{out} holds translations of other English lines; choose another --out or "
-                                 "delete its synthetic.* files.")
-            write_text_atomic(out / "synthetic.en", sources)
-        translate_resumable(sources, out / "synthetic.fr", args.teacher, args.beam, args.alpha, args.chunk,
-                            args.bf16)
-        build_corpus(out, args.data_dir, sources, read_lines(out / "synthetic.fr"))
-    except MinitransError as err:
-        print(f"distill: error: {' '.join(str(err).split())}", file=sys.stderr)
-        raise SystemExit(err.exit_code) from None
-
-
-if __name__ == "__main__":
-    main()
+def distill(teachers: list[str], monolingual: list[str], out: str | os.PathLike = "runs/distill/data",
+            data_dir: str | None = None, beam: int = 5, alpha: float = 1.0, chunk: int = 2000, bf16: bool = False,
+            limit: int | None = None) -> Path:
+    """Run both stages (see the module docstring) into ``out``; returns it. A rerun resumes."""
+    if chunk < 1:
+        raise UsageError(f"--chunk must be at least 1, got {chunk}.")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sources = monolingual_lines(monolingual)[:limit]
+    if not (out / "synthetic.en").is_file() or read_lines(out / "synthetic.en") != sources:
+        if (out / "synthetic.fr.partial").is_file() or (out / "synthetic.fr").is_file():
+            raise UsageError(f"{out} holds translations of other English lines; choose another --out or "
+                             "delete its synthetic.* files.")
+        write_text_atomic(out / "synthetic.en", sources)
+    translate_resumable(sources, out / "synthetic.fr", teachers, beam, alpha, chunk, bf16)
+    build_corpus(out, data_dir, sources, read_lines(out / "synthetic.fr"))
+    return out

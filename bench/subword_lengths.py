@@ -1,7 +1,7 @@
 """How much longer SentencePiece's sampled segmentations are than the deterministic one, on the
 first 2,000 English sentences of Multi30k's training split (subword regularisation's cost here).
 
-    python scripts/subword_lengths.py --model data/cache/multi30k-*/spm.model [--sentences 2000]
+    python bench/subword_lengths.py --model data/cache/multi30k-*/spm.model [--sentences 2000]
 """
 
 from __future__ import annotations

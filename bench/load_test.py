@@ -4,7 +4,7 @@ errors, and checks every response against its request (one translation per sente
 each echoing its source).
 
     minitrans serve -c CKPT --port 8000 &                 # then, in another shell:
-    python scripts/load_test.py --url http://127.0.0.1:8000 --clients 8 --requests 20 --sentences 4
+    python bench/load_test.py --url http://127.0.0.1:8000 --clients 8 --requests 20 --sentences 4
 
 Run it against a server started with and without --no-batching to see what batching buys.
 It stops by itself after clients × requests requests (or --max-seconds).
@@ -23,7 +23,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-DEFAULT_SENTENCES = Path(__file__).with_name("showcase.en")
+DEFAULT_SENTENCES = Path(__file__).resolve().parents[1] / "scripts" / "showcase.en"
 
 
 def main() -> None:

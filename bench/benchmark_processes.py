@@ -1,7 +1,7 @@
 """Is the GIL what limits thread workers? Two one-thread processes (no shared GIL) against one
 process with two thread workers, same sentences, beam 5, alternated rounds (issue #13).
 
-    MINITRANS_DATA=../shared/data python scripts/benchmark_processes.py \\
+    MINITRANS_DATA=../shared/data python bench/benchmark_processes.py \\
         --checkpoint runs/multi30k-small/avg-top3.ckpt [--rounds 3]
 
 The test set is split into two halves of alternate lines (the same mix of lengths); each half is

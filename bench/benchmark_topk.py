@@ -2,7 +2,7 @@
 :func:`~minitrans.search.top_k`, and the normaliser as ``logsumexp`` against a ``log_softmax`` table,
 on random (rows, vocabulary) logits. Median of 30 timings per operation, in milliseconds.
 
-    python scripts/benchmark_topk.py [--threads 2] [--shapes 500x8000x10,2000x8000x1]
+    python bench/benchmark_topk.py [--threads 2] [--shapes 500x8000x10,2000x8000x1]
 
 A beam-5 batch of 6,000 tokens over ~15-piece sources holds about 400 rows (80 sentences × 5).
 """

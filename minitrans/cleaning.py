@@ -1,0 +1,56 @@
+"""Cleaning text: the one normalisation every path applies, and the training-pair filter.
+
+Torch-free and ``datasets``-free, so that inference (``Translator``, the server) can normalise
+its input exactly as training did without importing the data stack.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+def clean(text: str) -> str:
+    """Unicode NFC, every run of whitespace (NBSP and narrow NBSP included) to one space, stripped."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+@dataclass
+class CleaningReport:
+    """What cleaning dropped from the training split."""
+
+    kept: int = 0
+    dropped: Counter = field(default_factory=Counter)
+
+    def __str__(self) -> str:
+        dropped = ", ".join(f"{n} {why}" for why, n in sorted(self.dropped.items())) or "nothing"
+        return f"kept {self.kept} pairs; dropped {dropped}"
+
+
+def reject_reason(en: str, fr: str, max_chars: int) -> str | None:
+    """Why a cleaned training pair is dropped (a reason of :class:`CleaningReport`), or None."""
+    if not en or not fr:
+        return "empty"
+    if len(en) > max_chars or len(fr) > max_chars:
+        return f"longer than {max_chars} characters"
+    return None
+
+
+def clean_train_pairs(pairs, max_chars: int = 400) -> tuple[list[tuple[str, str]], CleaningReport]:
+    """Clean training pairs in memory: normalise, drop empty, over-long and exact-duplicate pairs.
+    The reference that :func:`minitrans.stream.build_train_split` (what preparation uses, in
+    bounded memory) is tested against."""
+    report, seen, out = CleaningReport(), set(), []
+    for en, fr in pairs:
+        en, fr = clean(en), clean(fr)
+        why = reject_reason(en, fr, max_chars)
+        if why:
+            report.dropped[why] += 1
+        elif (en, fr) in seen:
+            report.dropped["exact duplicates"] += 1
+        else:
+            seen.add((en, fr))
+            out.append((en, fr))
+    report.kept = len(out)
+    return out, report

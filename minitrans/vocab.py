@@ -1,0 +1,10 @@
+"""The special token ids, fixed for every minitrans model: no SentencePiece, no torch.
+
+SentencePiece ids *are* the vocabulary (:mod:`minitrans.tokenizer` trains every model with
+these ids), so the model, the batches and the search know the special tokens without loading a
+tokenizer.
+"""
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+#: The pieces those ids spell, in id order (as exports write them).
+SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")
