@@ -402,7 +402,7 @@ def cmd_distill(a: argparse.Namespace) -> None:
 
 def cmd_download(a: argparse.Namespace) -> None:
     """Download a public corpus (needs the network)."""
-    from minitrans.download import download
+    from minitrans.sources import download
 
     print(download(a.dataset, a.to))
 

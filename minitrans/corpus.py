@@ -1,15 +1,5 @@
-"""Parallel English–French text: read, validate, clean, split.
-
-Sources:
-  * ``tatoeba``  — ``<data_dir>/tatoeba-fra-eng/fra.txt`` (``English<TAB>French``), no
-    official split: we make a seeded one, grouped so that no sentence leaks.
-  * ``multi30k`` — ``<data_dir>/multi30k/{split}.{en,fr}``, official splits.
-  * ``tsv``      — any ``English<TAB>French`` file (split like Tatoeba unless the
-    ``files`` mapping names valid/test files too).
-  * ``aligned``  — any pair of line-aligned files ``PREFIX.en`` / ``PREFIX.fr`` per split.
-  * ``hub``      — a dataset in the Hugging Face hub's format with a ``translation`` column
-    of ``{"en": ..., "fr": ...}``: a hub id (``name:config``, needs the network or the
-    datasets cache) or a local folder of its files (tests use one; nothing is downloaded).
+"""Parallel English–French text: read, validate, split — the building blocks of the corpus
+sources in :mod:`minitrans.sources` (which says where each source's files are).
 
 Every split is a :class:`datasets.Dataset` with columns ``en`` (source), ``fr`` (first
 reference) and ``refs`` (all French references of that English sentence).
@@ -187,7 +177,7 @@ def grouped_split(pairs, valid_size: int, test_size: int, seed: int, max_group: 
     return splits["train"], splits["valid"], splits["test"]
 
 
-def _assemble(train: Callable[[], Iterable[tuple[str, str]]] | None, evals: dict, make_eval_split, max_chars: int,
+def assemble(train: Callable[[], Iterable[tuple[str, str]]] | None, evals: dict, make_eval_split, max_chars: int,
               build_dir: str | os.PathLike | None) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
     """Stream the pairs of ``train()`` into a cleaned training split (skipped when ``train`` is
     None); turn every other split into an evaluation split with ``make_eval_split``."""
@@ -196,77 +186,6 @@ def _assemble(train: Callable[[], Iterable[tuple[str, str]]] | None, evals: dict
     if train is not None:
         splits["train"], report = build_train_split(train, max_chars, build_dir)
     return splits, report
-
-
-def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: dict[str, str] | None = None,
-                hub_id: str | None = None, valid_size: int = 1000, test_size: int = 2000, seed: int = 1,
-                max_chars: int = 400, build_dir: str | os.PathLike | None = None,
-                with_train: bool = True, hub_streaming: bool = True
-                ) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
-    """Load and clean a corpus into splits (see the module docstring for the sources).
-
-    The training split is streamed from its file into Arrow (:mod:`minitrans.stream`): memory
-    stays bounded however large it is, except for a ``tsv`` corpus without valid and test files,
-    whose grouped split (:func:`grouped_split`) needs every pair in memory.
-
-    Args:
-        build_dir: Where the training split's Arrow files go (they must outlive the split);
-            ``None`` keeps it in memory.
-        with_train: ``False`` skips the training split when it is not needed to make the others
-            (evaluation).
-        hub_streaming: For ``hub``: read the splits with ``datasets``' streaming mode (an
-            evaluation then reads only the split it needs).
-
-    Returns:
-        ``({split name: Dataset}, report of what cleaning dropped from train)``.
-    """
-    root = resolve_data_dir(data_dir)
-    files = dict(files or {})
-    if dataset == "tatoeba":
-        files.setdefault("train", str(root / "tatoeba-fra-eng" / "fra.txt"))
-        dataset = "tsv"
-    if dataset == "multi30k":
-        paths = {split: (root / "multi30k" / f"{name}.en", root / "multi30k" / f"{name}.fr")
-                 for split, name in MULTI30K_SPLITS.items()}
-        train_paths = paths.pop("train")
-        iter_aligned(*train_paths)  # a missing or empty training file fails before any work
-        train = lambda: iter_aligned(*train_paths)  # noqa: E731
-        evals = {split: read_aligned(*p) for split, p in paths.items()}
-        return _assemble(train if with_train else None, evals, aligned_split, max_chars, build_dir)
-    if dataset == "tsv":
-        if "train" not in files:
-            raise DataError("dataset 'tsv' needs data.files with at least a 'train' entry (a TSV path).")
-        iter_tsv(files["train"])  # checked at once, read while streaming
-        evals = {split: read_tsv(path) for split, path in files.items() if split != "train"}
-        if "valid" in evals and "test" in evals:
-            train = lambda: iter_tsv(files["train"])  # noqa: E731
-        else:
-            pairs = read_tsv(files["train"])
-            train_pairs, valid, test = grouped_split(pairs, valid_size, test_size, seed)
-            if pairs and (not train_pairs or not valid):
-                n = len({en for en, _ in pairs})
-                raise DataError(
-                    f"data.files.train {files['train']} has {n} English sentences: too few for valid_size "
-                    f"{valid_size} + test_size {test_size} and a training split ({len(train_pairs)} training and "
-                    f"{len(valid)} validation pairs would be left). Set data.valid_size and data.test_size to "
-                    f"about a tenth each (e.g. {max(1, n // 10)}), or give data.files.valid and data.files.test.")
-            evals.setdefault("valid", valid)
-            evals.setdefault("test", test)
-            train = lambda: train_pairs  # noqa: E731
-        return _assemble(train if with_train else None, evals, eval_split, max_chars, build_dir)
-    if dataset == "aligned":
-        missing = {"train", "valid", "test"} - set(files)
-        if missing:
-            raise DataError(f"dataset 'aligned' needs data.files entries for {sorted(missing)} "
-                            "(each a path prefix with PREFIX.en and PREFIX.fr beside it).")
-        iter_aligned(f"{files['train']}.en", f"{files['train']}.fr")
-        evals = {split: read_aligned(f"{prefix}.en", f"{prefix}.fr") for split, prefix in files.items()
-                 if split != "train"}
-        train = lambda: iter_aligned(f"{files['train']}.en", f"{files['train']}.fr")  # noqa: E731
-        return _assemble(train if with_train else None, evals, aligned_split, max_chars, build_dir)
-    if dataset == "hub":
-        return _load_hub(hub_id, max_chars, build_dir, with_train, hub_streaming)
-    raise DataError(f"Unknown dataset {dataset!r}; choose tatoeba, multi30k, tsv, aligned or hub.")
 
 
 HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
@@ -295,7 +214,7 @@ def _hub_pairs(split, hub_id: str, split_name: str) -> Iterator[tuple[str, str]]
         checked = True
 
 
-def _load_hub(hub_id: str | None, max_chars: int, build_dir: str | os.PathLike | None = None,
+def load_hub(hub_id: str | None, max_chars: int, build_dir: str | os.PathLike | None = None,
               with_train: bool = True, streaming: bool = True):
     """A dataset in the Hugging Face hub's format: an id (``wmt14:fr-en`` names a config after a
     colon) or a local folder of its files. Splits ``train``/``validation``/``test``, each with
@@ -322,4 +241,4 @@ def _load_hub(hub_id: str | None, max_chars: int, build_dir: str | os.PathLike |
              if split != "train"}
     next(_hub_pairs(loaded["train"], hub_id, "train"), None)  # a malformed split fails before any work
     train = lambda: _hub_pairs(loaded["train"], hub_id, "train")  # noqa: E731
-    return _assemble(train if with_train else None, evals, aligned_split, max_chars, build_dir)
+    return assemble(train if with_train else None, evals, aligned_split, max_chars, build_dir)

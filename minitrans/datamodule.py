@@ -24,30 +24,15 @@ import torch
 from torch.utils.data import DataLoader
 
 from minitrans.batching import ArrowPairDataset, PairDataset, SampledPairDataset, TokenBatchSampler, collate
-from minitrans.corpus import MULTI30K_SPLITS, load_corpus, resolve_data_dir
 from minitrans.errors import DataError
 from minitrans.stream import numeric_column, spm_sample
+from minitrans.sources import load_corpus, source_files
 from minitrans.mixture import CorpusSpec, check_specs, decontaminate, epoch_rows, probabilities
 from minitrans.tokenizer import Tokenizer
 from minitrans.textio import DISK_FULL, write_failed
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
-
-
-def source_files(dataset: str, data_dir: str | None, files: dict[str, str] | None,
-                 hub_id: str | None = None) -> list[Path]:
-    """The raw files a corpus is read from (their sizes and times key the cache)."""
-    root = resolve_data_dir(data_dir)
-    if dataset == "hub":  # a local folder in the hub's format; a hub id is keyed by its name only
-        return sorted(p for p in Path(hub_id).rglob("*") if p.is_file()) if hub_id and Path(hub_id).is_dir() else []
-    if dataset == "multi30k":
-        return [root / "multi30k" / f"{n}.{lang}" for n in MULTI30K_SPLITS.values() for lang in ("en", "fr")]
-    if dataset == "tatoeba":
-        return [root / "tatoeba-fra-eng" / "fra.txt"]
-    if dataset == "aligned":
-        return [Path(f"{p}.{lang}") for p in (files or {}).values() for lang in ("en", "fr")]
-    return [Path(p) for p in (files or {}).values()]
 
 
 def _lengths(ds: datasets.Dataset) -> np.ndarray:

@@ -32,12 +32,12 @@ import time
 from pathlib import Path
 
 from minitrans.cleaning import clean
-from minitrans.corpus import MULTI30K_SPLITS, resolve_data_dir
+from minitrans.corpus import resolve_data_dir
+from minitrans.sources import Multi30k
 from minitrans.errors import UsageError
 from minitrans.textio import atomic_output, read_lines, write_text_atomic
 
 log = logging.getLogger("minitrans.distill")
-EVAL_SPLITS = {name: file for name, file in MULTI30K_SPLITS.items() if name != "train"}
 
 
 def monolingual_lines(paths: list[str]) -> list[str]:
@@ -88,14 +88,15 @@ def translate_resumable(sources: list[str], out: Path, teachers: list[str], beam
 
 def build_corpus(out_dir: Path, data_dir: str | None, synthetic_en: list[str], synthetic_fr: list[str]) -> None:
     """Write the aligned corpus: real + synthetic training pairs, Multi30k's evaluation splits."""
-    root = resolve_data_dir(data_dir) / "multi30k"
-    real_en = read_lines(root / "train.en", "Multi30k training file")
-    real_fr = read_lines(root / "train.fr", "Multi30k training file")
+    paths = Multi30k.pair_paths(resolve_data_dir(data_dir))
+    train_en, train_fr = paths.pop("train")
+    real_en = read_lines(train_en, "Multi30k training file")
+    real_fr = read_lines(train_fr, "Multi30k training file")
     write_text_atomic(out_dir / "train.en", real_en + synthetic_en)
     write_text_atomic(out_dir / "train.fr", real_fr + synthetic_fr)
-    for split, name in EVAL_SPLITS.items():
-        for lang in ("en", "fr"):
-            with atomic_output(out_dir / f"{split}.{lang}", "wb") as target, open(root / f"{name}.{lang}", "rb") as f:
+    for split, pair in paths.items():
+        for lang, source in zip(("en", "fr"), pair):
+            with atomic_output(out_dir / f"{split}.{lang}", "wb") as target, open(source, "rb") as f:
                 shutil.copyfileobj(f, target)
     log.info("wrote %s: %d real + %d synthetic training pairs", out_dir, len(real_en), len(synthetic_en))
 

@@ -51,30 +51,30 @@ def _fetch(url: str) -> bytes:
         ) from err
 
 
-def download(dataset: str, to: str | Path) -> Path:
-    """Download ``multi30k`` or ``tatoeba`` into ``to`` (the layout MINITRANS_DATA expects)."""
-    root = Path(to)
-    if dataset == "multi30k":
-        folder = root / "multi30k"
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in MULTI30K_SPLITS.values():
-            for lang in ("en", "fr"):
-                target = folder / f"{name}.{lang}"
-                if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == MULTI30K_SHA256[target.name]:
-                    continue
-                data = gzip.decompress(_fetch(MULTI30K_URL.format(name=name, lang=lang)))
-                digest = hashlib.sha256(data).hexdigest()
-                if digest != MULTI30K_SHA256[target.name]:
-                    raise DataError(f"Checksum mismatch for {target.name}: got {digest}, expected "
-                                    f"{MULTI30K_SHA256[target.name]}. The upstream file changed or the download broke.")
-                target.write_bytes(data)
-                log.info("wrote %s", target)
-        return folder
-    if dataset == "tatoeba":
-        folder = root / "tatoeba-fra-eng"
-        folder.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(io.BytesIO(_fetch(TATOEBA_URL))) as archive:
-            (folder / "fra.txt").write_bytes(archive.read("fra.txt"))
-        read_tsv(folder / "fra.txt")  # raises a clear error if the format changed
-        return folder
-    raise DataError(f"Cannot download {dataset!r}: choose multi30k or tatoeba.")
+def download_multi30k(root: Path) -> Path:
+    """Multi30k's raw files into ``root/multi30k``, each checked against its published sha256."""
+    folder = root / "multi30k"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in MULTI30K_SPLITS.values():
+        for lang in ("en", "fr"):
+            target = folder / f"{name}.{lang}"
+            if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == MULTI30K_SHA256[target.name]:
+                continue
+            data = gzip.decompress(_fetch(MULTI30K_URL.format(name=name, lang=lang)))
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != MULTI30K_SHA256[target.name]:
+                raise DataError(f"Checksum mismatch for {target.name}: got {digest}, expected "
+                                f"{MULTI30K_SHA256[target.name]}. The upstream file changed or the download broke.")
+            target.write_bytes(data)
+            log.info("wrote %s", target)
+    return folder
+
+
+def download_tatoeba(root: Path) -> Path:
+    """The Tatoeba export into ``root/tatoeba-fra-eng/fra.txt``, its format checked."""
+    folder = root / "tatoeba-fra-eng"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(io.BytesIO(_fetch(TATOEBA_URL))) as archive:
+        (folder / "fra.txt").write_bytes(archive.read("fra.txt"))
+    read_tsv(folder / "fra.txt")  # raises a clear error if the format changed
+    return folder

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from minitrans.cleaning import clean
-from minitrans.corpus import load_corpus, read_aligned
+from minitrans.corpus import read_aligned
 from minitrans.metrics import score
+from minitrans.sources import load_corpus
 from minitrans.errors import DataError
 from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
 from minitrans.textio import write_text_atomic

@@ -4,7 +4,8 @@ import pytest
 
 from minitrans import corpus
 from minitrans.cleaning import clean, clean_train_pairs
-from minitrans.corpus import grouped_split, load_corpus, read_aligned, read_tsv
+from minitrans.corpus import grouped_split, read_aligned, read_tsv
+from minitrans.sources import load_corpus
 from minitrans.errors import DataError
 
 
@@ -102,13 +103,15 @@ def test_missing_corpus_error_says_how_to_fix(tmp_path, monkeypatch):
 
 
 def test_download_offline_gives_clear_error(tmp_path, monkeypatch):
-    from minitrans import download
+    from minitrans import download, sources
 
     def offline(*args, **kwargs):
         raise urllib.error.URLError("no network")
 
     monkeypatch.setattr(download.urllib.request, "urlopen", offline)
     with pytest.raises(DataError, match="offline.*MINITRANS_DATA"):
-        download.download("multi30k", tmp_path)
+        sources.download("multi30k", tmp_path)
     with pytest.raises(DataError, match="multi30k or tatoeba"):
-        download.download("wmt", tmp_path)
+        sources.download("tsv", tmp_path)
+    with pytest.raises(DataError, match="Unknown dataset"):
+        sources.download("wmt", tmp_path)
