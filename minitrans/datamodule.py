@@ -8,12 +8,8 @@ so a second run with the same settings reuses the cache in seconds. ``setup`` on
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +19,15 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from minitrans import datacache
 from minitrans.batching import ArrowPairDataset, PairDataset, SampledPairDataset, TokenBatchSampler, collate
 from minitrans.errors import DataError
 from minitrans.stream import numeric_column, spm_sample
 from minitrans.sources import load_corpus, source_files
 from minitrans.mixture import CorpusSpec, check_specs, decontaminate, epoch_rows, probabilities
 from minitrans.tokenizer import Tokenizer
-from minitrans.textio import DISK_FULL, write_failed
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 1
 
 
 def _lengths(ds: datasets.Dataset) -> np.ndarray:
@@ -189,18 +184,39 @@ class TranslationDataModule(L.LightningDataModule):
         """The mixture's components (empty for a single corpus)."""
         return [CorpusSpec(**c) for c in self.hparams.corpora or []]
 
+    @property
+    def is_mixture(self) -> bool:
+        """A weighted mixture (``data.dataset: mixture``), rather than one corpus."""
+        return self.hparams.dataset == "mixture"
+
+    @property
+    def components(self) -> list[CorpusSpec]:
+        """What this module reads: a mixture's corpora, or a single corpus as a mixture of one
+        whose name is empty — its splits, metrics and cache keep their single-corpus names
+        (``train``, ``val_bleu``), so users' caches and logs stay valid. What a mixture does on
+        top (decontamination across components, weighted epoch sampling, the weighted tokenizer
+        sample, ``corpora`` in the cache key) asks :attr:`is_mixture`: for one corpus each would
+        change its data, batches or cache key."""
+        if self.is_mixture:
+            return self.corpora
+        h = self.hparams
+        return [CorpusSpec("", h.dataset, files=h.files, hub_id=h.hub_id, valid_size=h.valid_size,
+                           test_size=h.test_size)]
+
+    @staticmethod
+    def split_key(component: CorpusSpec, split: str) -> str:
+        """The key of a component's split in :attr:`splits`: ``<name>/<split>``, or ``<split>``
+        for an unnamed single corpus."""
+        return f"{component.name}/{split}" if component.name else split
+
     def _source_files(self) -> list[Path]:
         h = self.hparams
-        if h.dataset == "mixture":
-            return [p for c in self.corpora for p in source_files(c.dataset, h.data_dir, c.files, c.hub_id)]
-        return source_files(h.dataset, h.data_dir, h.files, h.hub_id)
+        return [p for c in self.components for p in source_files(c.dataset, h.data_dir, c.files, c.hub_id)]
 
     def eval_sets(self, split: str) -> list[tuple[str | None, str]]:
         """``(corpus name, key in self.splits)`` of each evaluation set of ``split``: one per
         mixture component, or ``(None, split)`` for a single corpus."""
-        if self.hparams.dataset == "mixture":
-            return [(c.name, f"{c.name}/{split}") for c in self.corpora]
-        return [(None, split)]
+        return [(c.name or None, self.split_key(c, split)) for c in self.components]
 
     @property
     def cache_path(self) -> Path:
@@ -209,17 +225,13 @@ class TranslationDataModule(L.LightningDataModule):
         keys = ("dataset", "files", "hub_id", "vocab_size", "spm_model_type", "max_len",
                 "valid_size", "test_size", "seed", "corpora")
         stamp: dict[str, Any] = {k: h[k] for k in keys}
-        if h.dataset == "mixture":  # the tokenizer is trained on the weighted sample
+        if self.is_mixture:  # the tokenizer is trained on the weighted sample
             stamp["temperature"] = h.temperature
         else:
             del stamp["corpora"]  # keeps the cache keys of single corpora as they were
         if h.tokenizer:  # absent otherwise: keeps the cache keys of trained tokenizers as they were
             stamp["tokenizer"] = self.given_tokenizer().fingerprint()["sha256"]
-        stamp["version"] = CACHE_VERSION
-        stamp["sources"] = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns)
-                            for p in self._source_files() if p.exists()]
-        digest = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:12]
-        return Path(h.cache_dir) / f"{h.dataset}-{digest}"
+        return datacache.cache_path(h.cache_dir, h.dataset, stamp, self._source_files())
 
     def given_tokenizer(self) -> Tokenizer | None:
         """The SentencePiece model named by ``data.tokenizer`` (None when one is to be trained)."""
@@ -233,50 +245,40 @@ class TranslationDataModule(L.LightningDataModule):
         return self._given_tokenizer
 
     def prepare_data(self) -> None:
-        """Build the cache unless it exists (one process only under DDP)."""
+        """Build the cache unless it exists (one process only under DDP; :mod:`minitrans.datacache`)."""
         path = self.cache_path
-        if (path / "done.json").exists():
+        if datacache.is_ready(path):
             log.info("Reusing cached data in %s", path)
             return
-        started = time.perf_counter()
-        h = self.hparams
-        log.info("Preparing %s (cache %s)...", h.dataset, path)
-        # A folder of this process's own: two `prepare` runs started together never share it.
-        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        build = tmp / "_build"  # the streamed training splits' Arrow files, until saved
-        build.mkdir(parents=True)
-        try:
-            if h.dataset == "mixture":
-                splits, report, spm_text = self._load_mixture(build)
-            else:
-                splits, report = load_corpus(h.dataset, h.data_dir, h.files, h.hub_id, h.valid_size, h.test_size, h.seed,
-                                             build_dir=build, hub_streaming=h.hub_streaming)
-                spm_text = spm_sample(splits["train"], h.seed)
-            tokenizer = self.given_tokenizer() or Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
-            del spm_text
-            self._write_splits(splits, report, tokenizer, tmp)
-            tokenizer.save(tmp / "spm.model")
-            shutil.rmtree(build)  # the saved splits are copies
-        except BaseException as err:  # nothing of a failed preparation stays behind
-            shutil.rmtree(tmp, ignore_errors=True)
-            if isinstance(err, OSError) and err.errno in DISK_FULL:  # one line naming the cache, not a traceback
-                raise write_failed(path, err) from None
-            raise
-        done = {"cleaning": str(report), "splits": {n: len(s) for n, s in splits.items()},
-                **({"mixture": report.to_dict()} if isinstance(report, MixtureReport) else {}),
-                "seconds": round(time.perf_counter() - started, 1)}
-        (tmp / "done.json").write_text(json.dumps(done, indent=2))
-        try:
-            if (path / "done.json").exists():  # another process finished first: keep its cache
-                raise FileExistsError(path)
-            shutil.rmtree(path, ignore_errors=True)  # an incomplete cache of a killed run
-            tmp.rename(path)  # the cache appears whole or not at all
-        except OSError:  # lost the race to rename: the winner's cache is complete and equal
-            shutil.rmtree(tmp, ignore_errors=True)
+        log.info("Preparing %s (cache %s)...", self.hparams.dataset, path)
+        if not datacache.build(path, self._fill_cache):
             log.info("Another process prepared %s at the same time; using its cache.", path)
             return
-        log.info("Prepared %s in %.1fs: %s", h.dataset, done["seconds"], report)
+        done = datacache.read_report(path)
+        log.info("Prepared %s in %.1fs: %s", self.hparams.dataset, done["seconds"], done["cleaning"])
+
+    def _fill_cache(self, folder: Path, scratch: Path) -> dict[str, Any]:
+        """The cache's content: every component's splits, cleaned, tokenised and saved, and the
+        SentencePiece model trained on the training text (or the one ``data.tokenizer`` names)."""
+        h = self.hparams
+        if self.is_mixture:
+            splits, report, spm_text = self._load_mixture(scratch)
+        else:
+            splits, report = self._load_component(self.components[0], scratch)
+            spm_text = spm_sample(splits["train"], h.seed)
+        tokenizer = self.given_tokenizer() or Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
+        del spm_text
+        self._write_splits(splits, report, tokenizer, folder)
+        tokenizer.save(folder / "spm.model")
+        return {"cleaning": str(report), "splits": {n: len(s) for n, s in splits.items()},
+                **({"mixture": report.to_dict()} if isinstance(report, MixtureReport) else {})}
+
+    def _load_component(self, c: CorpusSpec, scratch: Path) -> tuple[dict[str, datasets.Dataset], Any]:
+        """One component's splits, keyed as :meth:`split_key` names them, and its cleaning report."""
+        h = self.hparams
+        parts, report = load_corpus(c.dataset, h.data_dir, c.files, c.hub_id, c.valid_size, c.test_size, h.seed,
+                                    build_dir=scratch / c.name if c.name else scratch, hub_streaming=h.hub_streaming)
+        return {self.split_key(c, name): ds for name, ds in parts.items()}, report
 
     def _write_splits(self, splits: dict[str, datasets.Dataset], report, tokenizer: Tokenizer, folder: Path) -> None:
         """Tokenise every split (``datasets.map``, batched), drop over-long training pairs
@@ -310,14 +312,15 @@ class TranslationDataModule(L.LightningDataModule):
         if self.tokenizer is not None:
             return
         path = self.cache_path
-        if not (path / "done.json").exists():
+        if not datacache.is_ready(path):
             self.prepare_data()
         self.tokenizer = Tokenizer.load(path / "spm.model")
         for info in sorted(path.glob("**/dataset_info.json")):
             split_dir = info.parent
             self.splits[split_dir.relative_to(path).as_posix()] = datasets.load_from_disk(str(split_dir))
-        if self.hparams.dataset == "mixture":
-            self.splits["train"] = datasets.concatenate_datasets([self.splits[f"{c.name}/train"] for c in self.corpora])
+        if "train" not in self.splits:  # a mixture: training draws from every component's train split
+            self.splits["train"] = datasets.concatenate_datasets([self.splits[self.split_key(c, "train")]
+                                                                  for c in self.components])
         for _, key in self.eval_sets(self.hparams.test_split):
             if key not in self.splits:
                 raise DataError(f"data.test_split {self.hparams.test_split!r} is not one of "
@@ -330,9 +333,8 @@ class TranslationDataModule(L.LightningDataModule):
         h = self.hparams
         splits, reports = {}, []
         for c in self.corpora:
-            parts, report = load_corpus(c.dataset, h.data_dir, c.files, c.hub_id, c.valid_size, c.test_size, h.seed,
-                                        build_dir=build / c.name, hub_streaming=h.hub_streaming)
-            splits.update({f"{c.name}/{name}": ds for name, ds in parts.items()})
+            parts, report = self._load_component(c, build)
+            splits.update(parts)
             reports.append((c.name, report))
         held_out = [ds for key, ds in splits.items() if not key.endswith("/train")]
         for (name, report) in reports:
@@ -350,7 +352,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     @property
     def report(self) -> dict:
-        return json.loads((self.cache_path / "done.json").read_text())
+        return datacache.read_report(self.cache_path)
 
     # -- loaders ---------------------------------------------------------------------
     def pair_dataset(self, split: str, limit: int | None = None) -> PairDataset | ArrowPairDataset:
@@ -376,7 +378,7 @@ class TranslationDataModule(L.LightningDataModule):
     def train_sampler(self) -> TokenBatchSampler:
         world, rank = self._rank()
         rows = None
-        if self.hparams.dataset == "mixture":
+        if self.is_mixture:  # weighted epochs (one corpus: every pair once per epoch, as before)
             sizes, probs = self.mixture_sizes(), self.mixture_probabilities()
             rows = lambda epoch: epoch_rows(sizes, probs, self.hparams.seed + epoch)  # noqa: E731
         return TokenBatchSampler(_lengths(self.splits["train"]), self.hparams.max_tokens, shuffle=True, seed=self.hparams.seed,
@@ -429,16 +431,17 @@ class TranslationDataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         """The validation loader; a mixture has one per component, in ``eval_names`` order."""
         loaders = [self._eval_loader(key, self.hparams.val_max_sentences) for _, key in self.eval_sets("valid")]
-        return loaders if self.hparams.dataset == "mixture" else loaders[0]
+        return loaders if self.eval_names else loaders[0]
 
     def test_dataloader(self) -> DataLoader | list[DataLoader]:
         loaders = [self._eval_loader(key) for _, key in self.eval_sets(self.hparams.test_split)]
-        return loaders if self.hparams.dataset == "mixture" else loaders[0]
+        return loaders if self.eval_names else loaders[0]
 
     @property
     def eval_names(self) -> list[str] | None:
         """Names of the evaluation loaders of a mixture (None for a single corpus)."""
-        return [c.name for c in self.corpora] if self.hparams.dataset == "mixture" else None
+        names = [c.name for c in self.components]
+        return names if all(names) else None
 
     # -- statistics ------------------------------------------------------------------
     def statistics(self) -> dict[str, Any]:
@@ -455,7 +458,7 @@ class TranslationDataModule(L.LightningDataModule):
             out["splits"][name] = row
         text = [t for _, key in self.eval_sets("valid") for col in ("en", "fr") for t in _column(self.splits[key], col)]
         out["byte_fallback_rate_valid"] = round(self.tokenizer.byte_fallback_rate(text), 5)
-        if self.hparams.dataset == "mixture":
+        if self.is_mixture:
             out["mixture"] = {c.name: {"train_pairs": n, "sampling_probability": round(p, 4)}
                               for c, n, p in zip(self.corpora, self.mixture_sizes(), self.mixture_probabilities())}
         sampler = self.train_sampler()
