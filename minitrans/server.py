@@ -38,7 +38,7 @@ from typing import Any
 from minitrans._version import __version__
 from minitrans.engines import Cancelled
 from minitrans.errors import UsageError
-from minitrans.server_settings import ServerSettings  # noqa: F401 (re-exported: minitrans.server.ServerSettings)
+from minitrans.server_settings import ServerSettings
 from minitrans.translate import Translation, Translator
 
 log = logging.getLogger(__name__)
