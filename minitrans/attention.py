@@ -79,7 +79,7 @@ class MultiHeadAttention(nn.Module):
             backward is the largest single cost of the fused step). Without gradients
             (translation, validation) the fused kernel is used on CPUs too: one operator
             instead of the formula's dozen per call made greedy decoding 1.12-1.15x faster
-            and left beam search unchanged (README, Speed).
+            and left beam search unchanged (docs/speed.md).
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, use_fused: bool | None = None) -> None:

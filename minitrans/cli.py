@@ -19,6 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from minitrans._version import __version__
 from minitrans.errors import CheckpointError, MinitransError, UsageError
 from minitrans.textio import (atomic_output, check_writable, check_writable_folder, is_readable_file, iter_lines,
                               read_lines, same_file)
@@ -181,9 +182,19 @@ def lightning_main(args: list[str], run: bool = True):
     }
     # sys.argv must stay as it is: DDP's launcher re-runs it for the other ranks.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-    return cli_class(TranslationModule, TranslationDataModule, args=args, run=run,
-                     trainer_defaults=trainer_defaults, auto_configure_optimizers=False,
-                     load_from_checkpoint_support=False, save_config_kwargs={"overwrite": True})
+    try:
+        return cli_class(TranslationModule, TranslationDataModule, args=args, run=run,
+                         trainer_defaults=trainer_defaults, auto_configure_optimizers=False,
+                         load_from_checkpoint_support=False, save_config_kwargs={"overwrite": True})
+    except ValueError as err:
+        # Lightning checks val_check_interval against the epoch only once data is loaded; a
+        # small corpus meets it first (its epochs are a few batches), so say how to fix it.
+        if "`val_check_interval`" in str(err) and "must be less than or equal" in str(err):
+            raise UsageError(f"trainer.val_check_interval is more than the training batches of one epoch "
+                             f"({str(err).split('training batches (', 1)[-1].split(')', 1)[0]}): set "
+                             "trainer.check_val_every_n_epoch: null to count it across epochs, or validate "
+                             "less often.") from None
+        raise
 
 
 # -- plain commands ----------------------------------------------------------------------
@@ -448,17 +459,24 @@ def build_parser() -> argparse.ArgumentParser:
     from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
     from minitrans.server_settings import ServerSettings
 
-    parser = _Parser(prog="minitrans", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="minitrans", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"minitrans {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (anywhere on the line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, func) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=func.__doc__, description=func.__doc__, formatter_class=_DefaultsFormatter)
+        p.set_defaults(func=func)
+        return p
+
     for name in LIGHTNING_COMMANDS:
         sub.add_parser(name, help=f"Lightning {name} from a YAML config (see `minitrans {name} --help`)",
                        add_help=False)
 
-    p = sub.add_parser("prepare", help=cmd_prepare.__doc__)
+    p = command("prepare", cmd_prepare)
     p.add_argument("--config", required=True, help="training config YAML (its data section is used)")
-    p.set_defaults(func=cmd_prepare)
 
-    p = sub.add_parser("translate", help=cmd_translate.__doc__)
+    p = command("translate", cmd_translate)
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: lines of --input or stdin)")
     p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", action="append", required=True,
                    help=MODEL_HELP + "; repeat it with --ensemble")
@@ -471,9 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's cross-attention")
     p.add_argument("--layer", type=int, default=None, help="decoder layer to plot (default: last)")
     p.add_argument("--head", type=int, default=None, help="head to plot (default: mean over heads)")
-    p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("evaluate", help=cmd_evaluate.__doc__)
+    p = command("evaluate", cmd_evaluate)
     p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", nargs="+", required=True, help=MODEL_HELP)
     add_decoding_flags(p)
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP + " (default: score each)")
@@ -485,14 +502,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
     p.add_argument("--output-dir", default="outputs/eval",
                    help="where the report and hypotheses go (default %(default)s)")
-    p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("average", help=cmd_average.__doc__)
-    p.add_argument("checkpoints", nargs="+")
-    p.add_argument("--output", "-o", required=True)
-    p.set_defaults(func=cmd_average)
+    p = command("average", cmd_average)
+    p.add_argument("checkpoints", nargs="+", help="checkpoints of one run (same model config and tokenizer)")
+    p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write (never one of the inputs)")
 
-    p = sub.add_parser("serve", help=cmd_serve.__doc__)
+    p = command("serve", cmd_serve)
     p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", required=True, help=MODEL_HELP)
     add_decoding_flags(p, "a request's default ")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
@@ -512,18 +527,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=limits.timeout_s,
                    help="seconds before a request gets 504 and its decoding stops; shutdown waits this long plus "
                         "5 s for requests in flight (default %(default)s)")
-    p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("export", help=cmd_export.__doc__)
+    p = command("export", cmd_export)
     p.add_argument("checkpoint", help="a .ckpt written by `minitrans train` or `minitrans average`")
     p.add_argument("output_dir", help="the model folder to write")
     p.add_argument("--format", default="ctranslate2",
                    help=f"the model format to write: {', '.join(EXPORT_FORMATS)} (default %(default)s)")
     p.add_argument("--quantization", default="float32", choices=QUANTIZATIONS, help="weight type of the export")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
-    p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("distill", help=cmd_distill.__doc__)
+    p = command("distill", cmd_distill)
     p.add_argument("--teacher", action="append", required=True, help="teacher checkpoint (repeat: an ensemble)")
     p.add_argument("--monolingual", nargs="+", required=True, help="in-domain English text, one sentence per line")
     p.add_argument("--out", default="runs/distill/data", help="the corpus folder to write (default %(default)s)")
@@ -533,13 +546,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk", type=int, default=2000, help="lines per resumable chunk (default %(default)s)")
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--limit", type=int, help="translate only the first N lines (trials)")
-    p.set_defaults(func=cmd_distill)
 
-    p = sub.add_parser("download", help=cmd_download.__doc__)
-    p.add_argument("--dataset", required=True, choices=["multi30k", "tatoeba"])
+    p = command("download", cmd_download)
+    p.add_argument("--dataset", required=True, choices=["multi30k", "tatoeba"], help="the corpus to fetch")
     p.add_argument("--to", required=True, help="directory to write into (then set MINITRANS_DATA to it)")
-    p.set_defaults(func=cmd_download)
     return parser
+
+
+DESCRIPTION = """\
+minitrans: an English->French Transformer built from its parts.
+
+Training (Lightning's CLI, YAML configs plus dotted overrides; see `minitrans train --help`):
+  train (= fit), validate, test   e.g. minitrans train --config configs/quickstart.yaml
+
+Using a model:
+  translate, evaluate, serve, export, average
+
+Data:
+  prepare, distill, download
+
+`minitrans COMMAND --help` lists a command's options with their defaults."""
+
+
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default (when it has one worth showing)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "%(default)" not in text and action.option_strings and action.default not in (None, False, argparse.SUPPRESS) \
+                and not isinstance(action.default, list):
+            text += " (default: %(default)s)"
+        return text
 
 
 class _StderrHandler(logging.StreamHandler):

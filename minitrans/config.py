@@ -35,7 +35,7 @@ class ModelConfig:
         norm_first: ``True`` is pre-norm ``x + Sublayer(LayerNorm(x))``; ``False`` is the
             paper's post-norm ``LayerNorm(x + Sublayer(x))`` (the ``base`` preset). Pre-norm is
             the default because it measured better: validation BLEU 53.2 vs 52.1 for the
-            ``tiny`` recipe (10 minutes on Multi30k; see README).
+            ``tiny`` recipe (10 minutes on Multi30k; see docs/results.md).
         positional: ``"sinusoidal"`` (paper, section 3.5) or ``"learned"`` embeddings.
         share_embeddings: Share source and target embeddings (joint vocabulary) and tie
             them to the output projection, as in section 3.4 of the paper.

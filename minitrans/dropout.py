@@ -2,7 +2,7 @@
 
 ``nn.Dropout`` draws one Bernoulli sample per element, and on CPU that random draw, not the
 multiplication, is the cost: 20% of a ``multi30k-small`` training step (py-spy of a real run;
-README, Speed). This module draws 32 random bits per *two* elements instead and keeps an element
+docs/speed.md). This module draws 32 random bits per *two* elements instead and keeps an element
 when its 16-bit share is at least the drop threshold, so the drop rate is ``p`` rounded to a
 multiple of 1/65536 (0.3 becomes 0.2999878). The kept elements are scaled by ``1/(1-p)`` (the
 rounded p) so that the expectation is unchanged, exactly as in ``nn.Dropout``. Other devices use

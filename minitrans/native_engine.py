@@ -50,14 +50,14 @@ def quantize_int8(model) -> None:
     projection get int8 weights; activations are quantised at run time (PyTorch's
     ``quantize_dynamic``, FBGEMM kernels). A tied output projection (the largest matrix
     product of a decoding step) first becomes a Linear layer of its own. Measured 1.20x the
-    fp32 beam-search rate with the same BLEU (README, Speed)."""
+    fp32 beam-search rate with the same BLEU (docs/speed.md)."""
     if model.output_proj is None:
         weight = model.tgt_embed.weight
         model.output_proj = torch.nn.Linear(weight.size(1), weight.size(0), bias=False)
         model.output_proj.weight = torch.nn.Parameter(weight.detach().clone(), requires_grad=False)
     # PyTorch 2.13 warns that torch.ao.quantization and its quantized tensor types are deprecated
     # (the second on every user's terminal); --int8 uses them knowingly (torchao's int8 measured
-    # slower: README, Speed) and the user can do nothing about it, so these two are silenced here.
+    # slower: docs/speed.md) and the user can do nothing about it, so these two are silenced here.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated")
         warnings.filterwarnings("ignore", message=r".*quantized tensor creation functions .* are deprecated")
@@ -99,7 +99,7 @@ class NativeEngine:
         max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
         bf16: Decode with the weights cast to bfloat16 once (faster on AMX CPUs, not
             bit-exact; log-probabilities and scores stay float32). Casting once avoids
-            autocast's cast of every weight at every call (README, Speed).
+            autocast's cast of every weight at every call (docs/speed.md).
         int8: Quantise the model's matrices to int8 first (CPU only; see :func:`quantize_int8`).
         workers: Beam-search batches decoded at once, each by a thread of its own with an equal
             share of the intra-op threads (:mod:`minitrans.workers`); 0 = :func:`default_workers`.
@@ -114,7 +114,7 @@ class NativeEngine:
         if int8:
             if bf16:
                 raise UsageError("--int8 and --bf16 are two different CPU speed-ups for decoding; choose one "
-                                 "(--int8 measured faster: README, Speed).")
+                                 "(--int8 measured faster: docs/speed.md).")
             if next(model.parameters()).device.type != "cpu" or not hasattr(model, "output_proj"):
                 raise UsageError("--int8 quantises one model for CPU decoding: use --device cpu, no --ensemble.")
             quantize_int8(model)
@@ -152,7 +152,7 @@ class NativeEngine:
 
         plan = token_batches(sources, self.max_tokens, beam_size)
         # Greedy search runs in the caller: its steps are a few large matrix products that use
-        # both threads well, and two workers measured 0.91-1.00x (README, Speed).
+        # both threads well, and two workers measured 0.91-1.00x (docs/speed.md).
         parallel = beam_size > 1 and self.workers > 1
         if parallel:
             plan = spread(plan, self.workers)[::-1]  # longest first: the last batch to start is a short one

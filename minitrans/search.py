@@ -83,7 +83,7 @@ def top_k(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     what ``x.topk(k, dim=-1)`` returns, found by reading most of the row only once.
 
     ``torch.topk`` on a CPU selects element by element, and over an 8k vocabulary that was a
-    sixth of a beam-search step (README, Speed). Here the row is cut into blocks of
+    sixth of a beam-search step (docs/speed.md). Here the row is cut into blocks of
     :data:`TOP_K_BLOCK` columns and only the block maxima are compared element by element (a
     vectorised ``amax`` finds them); the top ``k`` then lie in the ``k`` blocks with the
     largest maxima, and one ``topk`` over those ``k`` blocks finds them. Why that is exact: if

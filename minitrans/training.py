@@ -242,7 +242,7 @@ class TranslationModule(L.LightningModule):
     def on_validation_end(self) -> None:
         # When max_time runs out during a validation, training stops here. Otherwise Lightning
         # trains one more step, its Timer stops it then, and it validates again: two checkpoints
-        # one step apart among the best, which weakens top-k averaging (README, seed variance).
+        # one step apart among the best, which weakens top-k averaging (docs/results.md, seed variance).
         if self.trainer.state.fn != TrainerFn.FITTING or self.trainer.sanity_checking:
             return
         timer = next((c for c in self.trainer.callbacks if isinstance(c, Timer)), None)

@@ -60,10 +60,10 @@ class Translator:
         max_len_a, max_len_b: Output length limit ``a · src_len + b``.
         bf16: Decode with bfloat16 weights (native engine, cast once): beam 5 at 1.21x the
             fp32 rate for the quickstart model and 1.04x for multi30k-small on AMX CPUs, BLEU
-            within 0.1 (``bench/benchmark_decode.py``, README, Speed), more peak memory; off
+            within 0.1 (``bench/benchmark_decode.py``, docs/speed.md), more peak memory; off
             by default so that results are exact.
         int8: Dynamic int8 quantisation for CPU decoding (native engine): 1.20x the fp32
-            beam-search rate with the same BLEU for the quickstart model (README, Speed);
+            beam-search rate with the same BLEU for the quickstart model (docs/speed.md);
             off by default (outputs differ from fp32 on about a fifth of the sentences).
         workers: Batches decoded at once, each by its own thread with a share of the intra-op
             threads (:mod:`minitrans.workers`; beam search only on the native engine, whose

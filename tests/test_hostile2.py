@@ -555,3 +555,9 @@ def test_contract_input_from_a_named_pipe_or_process_substitution(capsys, tmp_pa
 def test_contract_python_api_says_what_to_pass(translator, value, words):
     with pytest.raises(UsageError, match=words):
         translator.translate(value)
+
+
+def test_contract_a_validation_interval_longer_than_an_epoch_is_one_line(capsys, tmp_path, prepared):
+    """A small corpus's epoch is a few batches: Lightning's check is a traceback; ours says the fix."""
+    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.val_check_interval", "1000")
+    assert code == 2 and "check_val_every_n_epoch: null" in one_line_error(err)
