@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -110,8 +111,9 @@ def _lightning_cli_class():
                 best = Path(callback.best_model_path)
                 target = best.with_name("best.ckpt")
                 copy_atomic(best, target)  # a kill mid-copy leaves the previous best.ckpt whole
-                log.info("Best checkpoint (%s = %s): %s, copied to %s", callback.monitor,
-                         callback.best_model_score, best, target)
+                score = callback.best_model_score
+                log.info("Best checkpoint (%s = %.2f): %s, copied to %s", callback.monitor,
+                         float(score) if score is not None else float("nan"), best, target)
 
     return MinitransCLI, LearningRateMonitor
 
@@ -163,6 +165,30 @@ def _check_resumable(args: list[str]) -> None:
                               "or a step*.ckpt of the run; averaged checkpoints translate and evaluate only.")
 
 
+class _DropAdverts(logging.Filter):
+    """Lightning's log lines a minitrans user can do nothing with."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "litlogger" not in record.getMessage()
+
+
+def _quiet_lightning(preparing: bool) -> None:
+    """Quiet by default: no advert, no warning about Lightning's own internals; and for
+    ``prepare`` (which trains nothing) none of the accelerator lines either."""
+    for message in (r".*isinstance\(treespec, LeafSpec\)",  # Lightning's own use of a deprecated torch name
+                    r"Precision .* is not supported by the model summary",  # its size estimate, not training
+                    r"The number of training batches .* is smaller than the logging interval",
+                    r"No seed found, seed set to"):
+        warnings.filterwarnings("ignore", message=message)
+    names = ["lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"]
+    for name in names + (["lightning.fabric.utilities.seed"] if preparing else []):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropAdverts) for f in logger.filters):
+            logger.addFilter(_DropAdverts())
+        if preparing:
+            logger.setLevel(logging.WARNING)
+
+
 def lightning_main(args: list[str], run: bool = True):
     """Run (or, with ``run=False``, only build) the Lightning CLI on ``args``."""
     from minitrans.datamodule import TranslationDataModule
@@ -182,6 +208,7 @@ def lightning_main(args: list[str], run: bool = True):
     }
     # sys.argv must stay as it is: DDP's launcher re-runs it for the other ranks.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+    _quiet_lightning(preparing=not run)
     try:
         return cli_class(TranslationModule, TranslationDataModule, args=args, run=run,
                          trainer_defaults=trainer_defaults, auto_configure_optimizers=False,
@@ -278,6 +305,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
         # A file output appears whole when the command succeeds, and never half-written.
         out = stack.enter_context(atomic_output(a.output)) if a.output else sys.stdout
         plotted = False
+        started, done = time.perf_counter(), 0
         for first, chunk in _lines(a):
             want_plot = a.plot_attention is not None and not plotted
             results = translator.translate_detailed(chunk, beam_size=a.beam, alpha=a.alpha, nbest=a.nbest,
@@ -293,12 +321,18 @@ def cmd_translate(a: argparse.Namespace) -> None:
                 else:
                     out.write(r.text + "\n")
             out.flush()
+            done += len(chunk)
+            if a.output and (done > len(chunk) or len(chunk) >= CHUNK_LINES):  # long work shows progress
+                print(f"translated {done} lines ({done / max(time.perf_counter() - started, 1e-9):.1f} lines/s)",
+                      file=sys.stderr)
             if want_plot:
                 shown = next((r for r in results if r.attention is not None), None)
                 if shown is not None:
                     written = plot_attention(shown, a.plot_attention, a.layer, a.head)
                     print(f"attention plot: {written}", file=sys.stderr)
                     plotted = True
+    if a.output:  # the file appeared only now (atomically): say what went where
+        print(f"wrote {done} translations of {a.input or 'the input'} to {a.output}", file=sys.stderr)
 
 
 def _load_translator(paths: list[str], a: argparse.Namespace):
@@ -568,6 +602,42 @@ Data:
 `minitrans COMMAND --help` lists a command's options with their defaults."""
 
 
+TRAIN_HELP = """\
+usage: minitrans {command} --config CONFIG.yaml [--config MORE.yaml] [--KEY VALUE ...] [--resume CKPT]
+
+Train (or validate/test) a model from YAML configs; later --config files and dotted --KEY VALUE
+overrides replace earlier values. Unknown keys and bad values fail at once, naming the key.
+
+common options:
+  --config FILE                  a config (configs/*.yaml lists only what differs from the defaults)
+  --resume CKPT                  continue an interrupted run exactly (last.ckpt or a step*.ckpt)
+  --seed_everything N            the run's seed (data order, initialisation, dropout)
+  --print_config                 print the whole resolved config and exit
+
+  --trainer.max_time DD:HH:MM:SS stop after this wall time (the recipes' budget)
+  --trainer.max_steps N          ... or after N optimiser steps
+  --trainer.val_check_interval N validate every N steps (with --trainer.check_val_every_n_epoch null)
+  --trainer.precision P          bf16-mixed (fast on AMX CPUs and GPUs) or 32-true
+  --trainer.devices N --trainer.strategy ddp     several GPUs or processes
+  --trainer.default_root_dir DIR where logs (CSV, TensorBoard) go
+
+  --model.config.d_model N       the model's shape: d_model, n_heads, n_encoder_layers,
+                                 n_decoder_layers, d_ff, dropout, norm_first, max_len
+  --model.init_from CKPT         start a new run from a checkpoint's weights (fine-tuning)
+  --model.warmup_steps N --model.lr_factor F --model.label_smoothing E
+
+  --data.dataset NAME            tatoeba, multi30k, tsv, aligned, hub or mixture
+  --data.files '{{train: F}}'      the files of a tsv or aligned corpus
+  --data.vocab_size N --data.max_tokens N --data.tokenizer FILE_OR_CKPT
+
+  --checkpoint.dirpath DIR       where step*.ckpt, last.ckpt and best.ckpt go
+  --recent.save_top_k N          also keep the last N validations' weights (for averaging)
+  --early_stopping.patience N    validations without improvement before stopping
+
+Every option, with its default: minitrans {command} --help-all. Recipes, resuming, averaging and
+distillation: docs/training.md."""
+
+
 class _DefaultsFormatter(argparse.HelpFormatter):
     """Help that shows each option's default (when it has one worth showing)."""
 
@@ -620,7 +690,10 @@ def main(argv: list[str] | None = None) -> None:
     tune_allocator()  # only with MINITRANS_MALLOC=tuned (measured neutral; see minitrans.runtime)
     try:
         if command in LIGHTNING_COMMANDS:
-            lightning_main(argv)
+            if {"-h", "--help"} & set(argv) and "--help-all" not in argv:
+                print(TRAIN_HELP.format(command=command))
+                return
+            lightning_main(["--help" if a == "--help-all" else a for a in argv])
             return
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)

@@ -214,3 +214,16 @@ def test_the_attention_pages_numpy_block_is_minitrans_attention():
     ours, our_weights = scaled_dot_product_attention(*(torch.tensor(x) for x in (q, k, v)))
     np.testing.assert_allclose(out, ours.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(weights, our_weights.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_train_help_is_curated_and_every_option_it_names_exists():
+    short = subprocess.run([sys.executable, "-m", "minitrans", "train", "--help"], capture_output=True, text=True,
+                           timeout=120)
+    full = subprocess.run([sys.executable, "-m", "minitrans", "train", "--help-all"], capture_output=True, text=True,
+                          timeout=300)
+    assert short.returncode == 0 and full.returncode == 0, full.stderr[-2000:]
+    lines = short.stdout.splitlines()
+    assert len(lines) < 60 and "--resume" in short.stdout and "--ckpt_path" not in short.stdout
+    named = set(re.findall(r"--[\w.]+", short.stdout)) - {"--resume", "--help-all", "--config", "--KEY"}
+    missing = sorted(flag for flag in named if flag not in full.stdout)
+    assert named and not missing, f"train --help names options LightningCLI does not have: {missing}"

@@ -561,3 +561,17 @@ def test_contract_a_validation_interval_longer_than_an_epoch_is_one_line(capsys,
     """A small corpus's epoch is a few batches: Lightning's check is a traceback; ours says the fix."""
     code, _, err = _train(capsys, tmp_path, prepared, "--trainer.val_check_interval", "1000")
     assert code == 2 and "check_val_every_n_epoch: null" in one_line_error(err)
+
+
+def test_contract_translate_to_a_file_says_what_went_where(capsys, tmp_path, trained_checkpoint, monkeypatch):
+    from minitrans import cli
+
+    monkeypatch.setattr(cli, "CHUNK_LINES", 4)  # a "long" input of three chunks
+    source = tmp_path / "in.txt"
+    source.write_text("The cat eats.\n" * 10)
+    code, out, err = run(capsys, "translate", "-c", trained_checkpoint, "--beam", "1", "-i", source,
+                         "-o", tmp_path / "out.txt")
+    assert code == 0 and out == ""
+    progress = [line for line in err.splitlines() if line.startswith("translated ")]
+    assert [p.split()[1] for p in progress] == ["4", "8", "10"]
+    assert f"wrote 10 translations of {source} to {tmp_path / 'out.txt'}" in err
