@@ -525,7 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", type=int, default=None, help="head to plot (default: mean over heads)")
 
     p = command("evaluate", cmd_evaluate)
-    p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", nargs="+", required=True, help=MODEL_HELP)
+    p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", nargs="+", action="extend", required=True,
+                   help=MODEL_HELP + "; several after one flag or the flag repeated (-c A B = -c A -c B)")
     add_decoding_flags(p)
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP + " (default: score each)")
     p.add_argument("--dataset", help="multi30k, tatoeba, or a component of the checkpoint's mixture "

@@ -575,3 +575,18 @@ def test_contract_translate_to_a_file_says_what_went_where(capsys, tmp_path, tra
     progress = [line for line in err.splitlines() if line.startswith("translated ")]
     assert [p.split()[1] for p in progress] == ["4", "8", "10"]
     assert f"wrote 10 translations of {source} to {tmp_path / 'out.txt'}" in err
+
+
+def test_contract_evaluate_takes_checkpoints_either_way(capsys, tmp_path, trained_checkpoint):
+    """`evaluate -c A -c B` evaluated only B (the second flag replaced the first); now it is `-c A B`,
+    as `translate -c A -c B` has always been."""
+    pairs = synthetic_pairs(4, seed=3)
+    (tmp_path / "s.en").write_text("".join(e + "\n" for e, _ in pairs))
+    (tmp_path / "r.fr").write_text("".join(f + "\n" for _, f in pairs))
+    other = tmp_path / "other.ckpt"
+    shutil.copy(trained_checkpoint, other)
+    for flags in (["-c", trained_checkpoint, other], ["-c", trained_checkpoint, "-c", other]):
+        code, out, err = run(capsys, "evaluate", *flags, "--src", tmp_path / "s.en", "--ref", tmp_path / "r.fr",
+                             "--beam", "1", "--output-dir", tmp_path / "eval")
+        assert code == 0, err
+        assert out.count(str(trained_checkpoint)) == 1 and out.count(str(other)) == 1, out
