@@ -18,15 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from minitrans.cleaning import check_unicode
 from minitrans.server_settings import MAX_ALPHA, MAX_BEAM, ServerSettings
-
-
-def _check_unicode(text: str, where: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise ValueError(f"{where} is not valid Unicode text: U+{ord(text[err.start]):04X} at character "
-                         f"{err.start} is a lone surrogate; send UTF-8 text") from None
 
 
 def _whole_number(value: Any) -> Any:
@@ -85,10 +78,10 @@ def request_model(settings: ServerSettings):
         @classmethod
         def _valid_unicode(cls, q):
             if isinstance(q, str):
-                _check_unicode(q, "q")
+                check_unicode(q, "q")
             else:
                 for i, text in enumerate(q):
-                    _check_unicode(text, f"q[{i}]")
+                    check_unicode(text, f"q[{i}]")
             return q
 
         @model_validator(mode="after")

@@ -10,6 +10,19 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
+from minitrans.errors import UsageError
+
+
+def check_unicode(text: str, where: str) -> None:
+    """Refuse text that no file or UTF-8 stream can hold: a lone surrogate such as ``"\\ud800"``
+    (valid in JSON and in Python strings). One check for the Python API and the HTTP API; a
+    :class:`UsageError` is a ``ValueError``, so request validators report it as they are."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise UsageError(f"{where} is not valid Unicode text: U+{ord(text[err.start]):04X} at character "
+                         f"{err.start} is a lone surrogate; send UTF-8 text.") from None
+
 
 def clean(text: str) -> str:
     """Unicode NFC, every run of whitespace (NBSP and narrow NBSP included) to one space, stripped."""

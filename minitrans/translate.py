@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from minitrans.checkpoint import load_for_inference
-from minitrans.cleaning import clean
+from minitrans.cleaning import check_unicode, clean
 from minitrans.engines import open_model
 from minitrans.native_engine import NativeEngine
 from minitrans.errors import CheckpointError, UsageError
@@ -151,8 +151,7 @@ class Translator:
         string gives a single string back (it is one sentence, not a list of characters)."""
         if isinstance(sentences, str):
             return self.translate([sentences], beam_size, alpha)[0]
-        sentences = self._sentences(sentences)
-        return [t.text for t in self.translate_detailed(sentences, beam_size, alpha)]
+        return [t.text for t in self.translate_detailed(sentences, beam_size, alpha)]  # it checks the input
 
     @staticmethod
     def _sentences(sentences) -> list[str]:
@@ -170,11 +169,7 @@ class Translator:
             how = " (decode bytes first, e.g. data.decode('utf-8'))" if isinstance(bad, (bytes, bytearray)) else ""
             raise UsageError(f"Translator expects strings, got {type(bad).__name__}: {bad!r:.60}{how}.")
         for i, text in enumerate(sentences):
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as err:  # a lone surrogate such as "\ud800": no text can hold it
-                raise UsageError(f"sentence {i} is not valid Unicode text (code point U+{ord(text[err.start]):04X} at "
-                                 f"character {err.start} is a lone surrogate); send UTF-8 text.") from None
+            check_unicode(text, f"sentence {i}")
         return sentences
 
     def translate_detailed(self, sentences: list[str], beam_size: int = DEFAULT_BEAM, alpha: float = DEFAULT_ALPHA,
@@ -209,7 +204,7 @@ class Translator:
             todo.append((i, truncated))
         sources = [ids[i] + [EOS_ID] for i, _ in todo]
         hyps = self.engine.search(sources, beam_size, alpha, nbest, self.max_len_a, self.max_len_b, use_cache,
-                                  **({"should_stop": should_stop} if should_stop is not None else {}))
+                                  should_stop=should_stop)
         for (i, truncated), src_ids, hyp_list in zip(todo, sources, hyps):
             results[i] = self._result(sentences[i], src_ids, hyp_list, truncated, attention)
         return results  # type: ignore[return-value]
