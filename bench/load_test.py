@@ -3,7 +3,7 @@ send M requests of K sentences, then it reports requests/s, sentences/s, latency
 errors, and checks every response against its request (one translation per sentence, in order,
 each echoing its source).
 
-    minitrans serve -c CKPT --port 8000 &                 # then, in another shell:
+    minitrans serve -m CKPT --port 8000 &                 # then, in another shell:
     python bench/load_test.py --url http://127.0.0.1:8000 --clients 8 --requests 20 --sentences 4
 
 Run it against a server started with and without --no-batching to see what batching buys.

@@ -1,7 +1,7 @@
 """Where a sampled run spends its time: the innermost frame of each py-spy sample, by library.
 
     py-spy record --native --rate 200 --format raw -o beam.txt -- \\
-        minitrans evaluate -c runs/multi30k-small/avg-top3.ckpt --dataset multi30k --split test_2016_flickr
+        minitrans evaluate -m runs/multi30k-small/avg-top3.ckpt --dataset multi30k --split test_2016_flickr
     python bench/pyspy_leaves.py beam.txt [--under "beam_search (minitrans/search.py"] [--top 10]
 
 Only samples whose stack contains ``--under`` count (default: minitrans's beam search). Each is

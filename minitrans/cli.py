@@ -45,9 +45,15 @@ def _lightning_cli_class():
         """LightningCLI with minitrans's links, checkpointing and loggers."""
 
         def init_parser(self, **kwargs):
+            kwargs.setdefault("prog", "minitrans")  # not __main__.py: its usage line reads as the command typed
             parser = super().init_parser(**kwargs)
             parser.__class__ = _one_line_errors(type(parser))
             return parser
+
+        def _add_subcommands(self, parser, **kwargs) -> None:
+            super()._add_subcommands(parser, **kwargs)
+            for name, sub in self._subcommand_parsers.items():  # usage and errors name the command typed
+                sub.prog = f"minitrans {'train' if name == 'fit' else name}"
 
         def add_arguments_to_parser(self, parser) -> None:
             parser.link_arguments("data.vocab_size", "model.config.vocab_size", apply_on="parse")
@@ -352,6 +358,7 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
     """Translate a test set with one or more checkpoints and score BLEU and chrF."""
     from minitrans.engines import load_metadata
     from minitrans.evaluate import eval_sets, evaluate_checkpoint, load_eval_data, output_stem, write_outputs
+    from minitrans.progress import Progress
     from minitrans.search import check_decoding
 
     check_decoding(a.beam, a.alpha)
@@ -377,7 +384,9 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
     for ckpt, paths in models:
         translator = _load_translator(paths, a)
         for label, dataset, (sources, refs) in sets:
-            report, hyps = evaluate_checkpoint(ckpt, sources, refs, a.beam, a.alpha, a.device, translator=translator)
+            progress = Progress(len(sources), f"evaluating {Path(ckpt).name} on {label}")  # long test sets
+            report, hyps = evaluate_checkpoint(ckpt, sources, refs, a.beam, a.alpha, a.device, translator=translator,
+                                               progress=progress)
             report.update({"dataset": dataset, "split": a.split if a.src is None else label})
             path = write_outputs(report, hyps, a.output_dir, output_stem(paths, label, a.beam, data_files))
             report["report_path"] = str(path)
@@ -401,8 +410,8 @@ def cmd_average(a: argparse.Namespace) -> None:
     """Average the weights of compatible checkpoints into a new self-contained checkpoint."""
     from minitrans.checkpoint import average_checkpoints
 
-    average_checkpoints(a.checkpoints, a.output)
-    print(f"averaged {len(a.checkpoints)} checkpoints into {a.output}")
+    average_checkpoints(a.checkpoint, a.output)
+    print(f"averaged {len(a.checkpoint)} checkpoints into {a.output}")
 
 
 def cmd_serve(a: argparse.Namespace) -> None:
@@ -487,6 +496,59 @@ def add_decoding_flags(p: argparse.ArgumentParser, whose: str = "") -> None:
                    help=f"{whose}length penalty exponent (default %(default)s)")
 
 
+OLD_MODEL_FLAGS = ("-c", "--checkpoint")  # the old spellings: -c is the config in `train`
+
+
+def _deprecated(base: type[argparse.Action]) -> type[argparse.Action]:
+    """``base`` that also prints a one-line deprecation note naming the new spelling."""
+
+    class Deprecated(base):  # type: ignore[misc, valid-type]
+        def __call__(self, parser, namespace, values, option_string=None):
+            note_deprecated(option_string or "", "-m/--model")
+            super().__call__(parser, namespace, values, option_string)
+
+    return Deprecated
+
+
+def note_deprecated(old: str, new: str) -> None:
+    """One line on stderr: the old spelling still works, this is the one to use."""
+    print(f"minitrans: note: {old} is deprecated (in `train`, -c is the config); use {new}", file=sys.stderr)
+
+
+_ACTIONS = {"store": argparse._StoreAction, "append": argparse._AppendAction, "extend": argparse._ExtendAction}
+
+
+def add_model_flag(p: argparse.ArgumentParser, action: str, help: str) -> None:
+    """``-m/--model``: the model a command reads, the same flag on every command (translate,
+    evaluate, serve, export, average). The old spellings ``-c``/``--checkpoint`` still work, with a
+    note; they are hidden from ``--help`` because ``-c`` means the config in ``train``."""
+    nargs = "+" if action == "extend" else None
+    p.add_argument("--model", "-m", dest="checkpoint", action=action, nargs=nargs, metavar="MODEL",
+                   help=help + " (required)")
+    p.add_argument(*OLD_MODEL_FLAGS, dest="checkpoint", action=_deprecated(_ACTIONS[action]), nargs=nargs,
+                   help=argparse.SUPPRESS)
+
+
+def resolve_model_args(args: argparse.Namespace) -> None:
+    """After parsing: take the old positional spellings of ``export``/``average`` (with a note)
+    and require the model flag, in one line as every usage error."""
+    old = getattr(args, "old_positional", None)
+    if old:
+        if args.command == "export":
+            if len(old) != 2 or args.checkpoint or args.output_dir:
+                raise UsageError("export takes -m CKPT -o DIR (see `minitrans export --help`)")
+            args.checkpoint, args.output_dir = old
+            note_deprecated("`export CKPT DIR`", "`export -m CKPT -o DIR`")
+        else:  # average
+            args.checkpoint = (args.checkpoint or []) + old
+            note_deprecated("`average CKPT ...`", "`average -m CKPT ... -o OUT`")
+    if getattr(args, "func", None) in (cmd_translate, cmd_evaluate, cmd_serve, cmd_export, cmd_average) \
+            and not args.checkpoint:
+        raise UsageError(f"the following arguments are required: -m/--model (see `minitrans {args.command} --help`)")
+    if args.command == "export" and not args.output_dir:
+        raise UsageError("the following arguments are required: -o/--output (see `minitrans export --help`)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from minitrans.ctranslate2_export import QUANTIZATIONS
     from minitrans.engines import EXPORT_FORMATS
@@ -512,8 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("translate", cmd_translate)
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: lines of --input or stdin)")
-    p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", action="append", required=True,
-                   help=MODEL_HELP + "; repeat it with --ensemble")
+    add_model_flag(p, "append", MODEL_HELP + "; repeat it with --ensemble")
     add_decoding_flags(p)
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--input", "-i", help="file with one sentence per line")
@@ -525,8 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", type=int, default=None, help="head to plot (default: mean over heads)")
 
     p = command("evaluate", cmd_evaluate)
-    p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", nargs="+", action="extend", required=True,
-                   help=MODEL_HELP + "; several after one flag or the flag repeated (-c A B = -c A -c B)")
+    add_model_flag(p, "extend", MODEL_HELP + "; several after one flag or the flag repeated (-m A B = -m A -m B)")
     add_decoding_flags(p)
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP + " (default: score each)")
     p.add_argument("--dataset", help="multi30k, tatoeba, or a component of the checkpoint's mixture "
@@ -539,11 +599,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the report and hypotheses go (default %(default)s)")
 
     p = command("average", cmd_average)
-    p.add_argument("checkpoints", nargs="+", help="checkpoints of one run (same model config and tokenizer)")
+    add_model_flag(p, "extend", "checkpoints of one run (same model config and tokenizer)")
+    p.add_argument("old_positional", nargs="*", metavar="CKPT", help=argparse.SUPPRESS)
     p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write (never one of the inputs)")
 
     p = command("serve", cmd_serve)
-    p.add_argument("--checkpoint", "-c", "--model", dest="checkpoint", required=True, help=MODEL_HELP)
+    add_model_flag(p, "store", MODEL_HELP)
     add_decoding_flags(p, "a request's default ")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default %(default)s)")
@@ -564,8 +625,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "5 s for requests in flight (default %(default)s)")
 
     p = command("export", cmd_export)
-    p.add_argument("checkpoint", help="a .ckpt written by `minitrans train` or `minitrans average`")
-    p.add_argument("output_dir", help="the model folder to write")
+    add_model_flag(p, "store", "a .ckpt written by `minitrans train` or `minitrans average`")
+    p.add_argument("--output", "-o", dest="output_dir", help="the model folder to write")
+    p.add_argument("old_positional", nargs="*", metavar="CKPT DIR", help=argparse.SUPPRESS)
     p.add_argument("--format", default="ctranslate2",
                    help=f"the model format to write: {', '.join(EXPORT_FORMATS)} (default %(default)s)")
     p.add_argument("--quantization", default="float32", choices=QUANTIZATIONS, help="weight type of the export")
@@ -704,6 +766,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.command is None:
             parser.print_help()
             raise SystemExit(2)
+        resolve_model_args(args)
         args.func(args)
     except MinitransError as err:
         if debug:

@@ -110,7 +110,7 @@ def load(path: str | os.PathLike, device: str = "cpu", bf16: bool = False, int8:
         raise UsageError("--bf16 and --int8 are for the native engine; export with --quantization instead.")
     if not is_export(path):
         raise UsageError(f"--engine ctranslate2 needs a folder written by `minitrans export`, and {path} is not "
-                         "one: export it with `minitrans export CKPT OUTDIR`.")
+                         "one: export it with `minitrans export -m CKPT -o OUTDIR`.")
     engine, tokenizer, meta = load_export(path, device, compute_type, threads, workers)
     engine.max_tokens = max_tokens or meta.get("decoding", {}).get("max_tokens") or engine.max_tokens
     return engine, tokenizer, meta
@@ -159,10 +159,11 @@ class CTranslate2Engine:
             return sum(p.numel() for p in Transformer(self.config).parameters())
 
     def search(self, sources: list[list[int]], beam_size: int, alpha: float, nbest: int, max_len_a: float,
-               max_len_b: int, use_cache: bool = True, should_stop=None) -> list[list[Hypothesis]]:
+               max_len_b: int, use_cache: bool = True, should_stop=None, progress=None) -> list[list[Hypothesis]]:
         """Hypotheses (best first) for each eos-terminated source, in input order.
         ``use_cache`` is ignored (CTranslate2 always caches). ``should_stop()`` is asked
-        between length groups (:class:`Cancelled`); groups already submitted run to their end."""
+        between length groups (:class:`Cancelled`); groups already submitted run to their end.
+        ``progress(n)`` is called as each group of n sources is done."""
         if not sources:
             return []
         limits = length_limits(torch.tensor([len(s) for s in sources]), max_len_a, max_len_b, self.config.max_len - 1)
@@ -193,6 +194,8 @@ class CTranslate2Engine:
                     hyps.append(Hypothesis(ids, score, raw))
                 hyps.sort(key=lambda h: h.score, reverse=True)
                 results[i] = hyps[:nbest]
+            if progress is not None:
+                progress(len(members))
         return results
 
 
@@ -202,7 +205,7 @@ def load_export(path: str | os.PathLike, device: str = "cpu", compute_type: str 
     path = Path(path)
     if not is_export(path):
         raise CheckpointError(f"{path} is not a model folder written by `minitrans export` (it needs model.bin, "
-                              f"{META_FILE} and {SPM_FILE}); export one with `minitrans export CKPT {path}`.")
+                              f"{META_FILE} and {SPM_FILE}); export one with `minitrans export -m CKPT -o {path}`.")
     meta = read_metadata(path)
     try:
         config = ModelConfig.from_dict(meta["model_config"])

@@ -54,9 +54,11 @@ class Engine(Protocol):
 
     def search(self, sources: list[list[int]], beam_size: int, alpha: float, nbest: int, max_len_a: float,
                max_len_b: int, use_cache: bool = True,
-               should_stop: Callable[[], bool] | None = None) -> list[list[Hypothesis]]:
+               should_stop: Callable[[], bool] | None = None,
+               progress: Callable[[int], None] | None = None) -> list[list[Hypothesis]]:
         """Hypotheses (best first) for each eos-terminated source, in input order; raises
-        :class:`Cancelled` when ``should_stop()`` says so between decoding batches."""
+        :class:`Cancelled` when ``should_stop()`` says so between decoding batches, and calls
+        ``progress(n)`` as each batch of ``n`` sources is done (long work shows progress)."""
         ...
 
 

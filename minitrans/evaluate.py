@@ -83,11 +83,13 @@ def eval_sets(trained_on: dict, dataset: str | None) -> list[dict]:
 
 def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs: list[list[str]],
                         beam_size: int = DEFAULT_BEAM, alpha: float = DEFAULT_ALPHA, device: str = "cpu",
-                        translator: Translator | None = None, bf16: bool = False) -> tuple[dict[str, Any], list[str]]:
-    """Translate ``sources`` with a checkpoint and score them. Returns (report, hypotheses)."""
+                        translator: Translator | None = None, bf16: bool = False,
+                        progress=None) -> tuple[dict[str, Any], list[str]]:
+    """Translate ``sources`` with a checkpoint and score them. Returns (report, hypotheses).
+    ``progress(n)`` is called as each decoding batch of n sentences is done."""
     translator = translator or Translator.from_checkpoint(checkpoint, device=device, bf16=bf16)
     started = time.perf_counter()
-    hyps = translator.translate(sources, beam_size=beam_size, alpha=alpha)
+    hyps = translator.translate(sources, beam_size=beam_size, alpha=alpha, progress=progress)
     seconds = time.perf_counter() - started
     report = {"checkpoint": str(checkpoint), "sentences": len(sources),
               "decoding": {"engine": translator.engine.name, "beam_size": beam_size, "alpha": alpha,

@@ -135,10 +135,10 @@ class NativeEngine:
         return sum(p.numel() for p in self.model.parameters())
 
     def search(self, sources: list[list[int]], beam_size: int, alpha: float, nbest: int, max_len_a: float,
-               max_len_b: int, use_cache: bool = True, should_stop=None) -> list[list[Hypothesis]]:
+               max_len_b: int, use_cache: bool = True, should_stop=None, progress=None) -> list[list[Hypothesis]]:
         """Hypotheses (best first) for each eos-terminated source, in input order.
         ``should_stop()`` is asked before each decoding batch; when it says yes the search
-        raises :class:`Cancelled`."""
+        raises :class:`Cancelled`. ``progress(n)`` is called as each batch of n is done."""
         if not sources:  # every input line was empty or blank
             return []
 
@@ -161,6 +161,8 @@ class NativeEngine:
         for chunk, hyps in zip(plan, outputs):
             for i, hyp_list in zip(chunk, hyps):
                 results[i] = hyp_list
+            if progress is not None:
+                progress(len(chunk))
         return results
 
     def _worker_pool(self) -> WorkerPool:

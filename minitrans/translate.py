@@ -146,12 +146,14 @@ class Translator:
         return self.engine.device
 
     def translate(self, sentences: list[str] | str, beam_size: int = DEFAULT_BEAM,
-                  alpha: float = DEFAULT_ALPHA) -> list[str] | str:
+                  alpha: float = DEFAULT_ALPHA, progress=None) -> list[str] | str:
         """Translate ``sentences``; returns one string per input, in input order. A single
-        string gives a single string back (it is one sentence, not a list of characters)."""
+        string gives a single string back (it is one sentence, not a list of characters).
+        ``progress(n)``, when given, is called as each decoding batch of n sentences is done."""
         if isinstance(sentences, str):
-            return self.translate([sentences], beam_size, alpha)[0]
-        return [t.text for t in self.translate_detailed(sentences, beam_size, alpha)]  # it checks the input
+            return self.translate([sentences], beam_size, alpha, progress)[0]
+        # translate_detailed checks the input
+        return [t.text for t in self.translate_detailed(sentences, beam_size, alpha, progress=progress)]
 
     @staticmethod
     def _sentences(sentences) -> list[str]:
@@ -174,7 +176,7 @@ class Translator:
 
     def translate_detailed(self, sentences: list[str], beam_size: int = DEFAULT_BEAM, alpha: float = DEFAULT_ALPHA,
                            nbest: int = 1, attention: bool = False, use_cache: bool = True,
-                           first_line: int = 1, should_stop=None) -> list[Translation]:
+                           first_line: int = 1, should_stop=None, progress=None) -> list[Translation]:
         """Like :meth:`translate`, with scores, n-best lists and optionally attention weights
         (native engine).
 
@@ -182,6 +184,7 @@ class Translator:
         inputs when a caller feeds a long input in chunks. ``should_stop``, a function of no
         arguments, is asked between decoding batches; if it returns true the call raises
         :class:`~minitrans.engines.Cancelled` (a server drops work whose client is gone).
+        ``progress(n)`` is called as each decoding batch of n sentences is done.
         """
         sentences = self._sentences(sentences)
         check_decoding(beam_size, alpha, nbest)
@@ -203,8 +206,10 @@ class Translator:
                 ids[i] = seq[:limit]
             todo.append((i, truncated))
         sources = [ids[i] + [EOS_ID] for i, _ in todo]
+        if progress is not None and len(todo) < len(sentences):
+            progress(len(sentences) - len(todo))  # empty lines are done already
         hyps = self.engine.search(sources, beam_size, alpha, nbest, self.max_len_a, self.max_len_b, use_cache,
-                                  should_stop=should_stop)
+                                  should_stop=should_stop, progress=progress)
         for (i, truncated), src_ids, hyp_list in zip(todo, sources, hyps):
             results[i] = self._result(sentences[i], src_ids, hyp_list, truncated, attention)
         return results  # type: ignore[return-value]

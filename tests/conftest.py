@@ -42,7 +42,7 @@ def start_server(checkpoint, *flags):
     import urllib.request
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "minitrans", "serve", "-c", str(checkpoint), "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "minitrans", "serve", "-m", str(checkpoint), "--port", str(port),
                              *map(str, flags)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):

@@ -217,7 +217,8 @@ def _flags() -> dict[str, list[str]]:
 
 def test_pin_the_flags_of_every_command():
     """Every command keeps its flags; ``distill`` (new as a command) keeps those of the
-    ``scripts/distill.py`` it replaces."""
+    ``scripts/distill.py`` it replaces. ``-m/--model`` (issue #26) was added beside the old
+    ``-c/--checkpoint`` and, for ``export``/``average``, the positional checkpoint."""
     assert _flags() == FLAGS
 
 
@@ -229,15 +230,16 @@ FLAGS: dict[str, list[str]] = {
     "prepare": ["--config", "--help", "-h"],
     "translate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--device", "--engine", "--ensemble",
         "--head", "--help", "--input", "--int8", "--json", "--layer", "--model", "--nbest", "--output",
-        "--plot-attention", "--workers", "-c", "-h", "-i", "-o"],
+        "--plot-attention", "--workers", "-c", "-h", "-i", "-m", "-o"],
     "evaluate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--data-dir", "--dataset", "--device",
         "--engine", "--ensemble", "--help", "--int8", "--model", "--output-dir", "--ref", "--split",
-        "--src", "--workers", "-c", "-h"],
-    "average": ["--help", "--output", "-h", "-o"],
+        "--src", "--workers", "-c", "-h", "-m"],
+    "average": ["--checkpoint", "--help", "--model", "--output", "-c", "-h", "-m", "-o"],
     "serve": ["--alpha", "--batch-wait-ms", "--beam", "--bf16", "--checkpoint", "--device", "--engine",
         "--help", "--host", "--int8", "--max-attention-values", "--max-chars", "--max-queue",
-        "--max-sentences", "--model", "--no-batching", "--port", "--timeout", "--workers", "-c", "-h"],
-    "export": ["--force", "--format", "--help", "--quantization", "-h"],
+        "--max-sentences", "--model", "--no-batching", "--port", "--timeout", "--workers", "-c", "-h", "-m"],
+    "export": ["--checkpoint", "--force", "--format", "--help", "--model", "--output", "--quantization", "-c", "-h",
+        "-m", "-o"],
     "distill": ["--alpha", "--beam", "--bf16", "--chunk", "--data-dir", "--help", "--limit", "--monolingual", "--out",
         "--teacher", "-h"],
     "download": ["--dataset", "--help", "--to", "-h"],

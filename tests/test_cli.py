@@ -16,11 +16,11 @@ def run(capsys, *args):
 
 
 def test_translate_arguments_and_json(capsys, trained_checkpoint):
-    out = run(capsys, "translate", "--checkpoint", str(trained_checkpoint), "The cat eats the bread.",
+    out = run(capsys, "translate", "--model", str(trained_checkpoint), "The cat eats the bread.",
               "I don't speak French.", "--beam", "3")
     lines = out.out.splitlines()
     assert len(lines) == 2 and all(lines)
-    out = run(capsys, "translate", "-c", str(trained_checkpoint), "--json", "--nbest", "2", "The dog sees a book.")
+    out = run(capsys, "translate", "-m", str(trained_checkpoint), "--json", "--nbest", "2", "The dog sees a book.")
     record = json.loads(out.out)
     assert record["source"] == "The dog sees a book." and len(record["nbest"]) == 2
     assert record["nbest"][0]["score"] >= record["nbest"][1]["score"]
@@ -29,7 +29,7 @@ def test_translate_arguments_and_json(capsys, trained_checkpoint):
 def test_translate_stdin_keeps_line_count(capsys, monkeypatch, trained_checkpoint):
     text = "The cat eats.\n\n   \nA child draws a red car.\n"
     monkeypatch.setattr(sys, "stdin", io.StringIO(text))
-    out = run(capsys, "translate", "-c", str(trained_checkpoint), "--beam", "1")
+    out = run(capsys, "translate", "-m", str(trained_checkpoint), "--beam", "1")
     assert out.out.count("\n") == 4
     assert out.out.splitlines()[1:3] == ["", ""]
 
@@ -38,7 +38,7 @@ def test_translate_files_and_plot(capsys, tmp_path, trained_checkpoint):
     src = tmp_path / "in.txt"
     src.write_text("".join(e + "\n" for e, _ in synthetic_pairs(5, seed=3)), encoding="utf-8")
     png = tmp_path / "att.png"
-    run(capsys, "translate", "-c", str(trained_checkpoint), "--input", str(src), "--output", str(tmp_path / "out.txt"),
+    run(capsys, "translate", "-m", str(trained_checkpoint), "--input", str(src), "--output", str(tmp_path / "out.txt"),
         "--plot-attention", str(png))
     assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 5
     assert png.read_bytes()[:4] == b"\x89PNG"
@@ -49,7 +49,7 @@ def test_evaluate_files_with_two_references(capsys, tmp_path, trained_checkpoint
     (tmp_path / "s.en").write_text("".join(e + "\n" for e, _ in pairs), encoding="utf-8")
     (tmp_path / "r1.fr").write_text("".join(f + "\n" for _, f in pairs), encoding="utf-8")
     (tmp_path / "r2.fr").write_text("".join(f.upper() + "\n" for _, f in pairs), encoding="utf-8")
-    out = run(capsys, "evaluate", "-c", str(trained_checkpoint), "--src", str(tmp_path / "s.en"),
+    out = run(capsys, "evaluate", "-m", str(trained_checkpoint), "--src", str(tmp_path / "s.en"),
               "--ref", str(tmp_path / "r1.fr"), "--ref", str(tmp_path / "r2.fr"), "--beam", "2",
               "--output-dir", str(tmp_path / "eval"))
     report = json.loads(out.out)
@@ -63,8 +63,8 @@ def test_evaluate_files_with_two_references(capsys, tmp_path, trained_checkpoint
 def test_evaluate_several_checkpoints_prints_a_table(capsys, tmp_path, trained_checkpoint, data_root, monkeypatch):
     monkeypatch.setenv("MINITRANS_DATA", str(data_root))
     avg = tmp_path / "avg.ckpt"
-    run(capsys, "average", str(trained_checkpoint), str(trained_checkpoint), "-o", str(avg))
-    out = run(capsys, "evaluate", "-c", str(trained_checkpoint), str(avg), "--dataset", "multi30k",
+    run(capsys, "average", "-m", str(trained_checkpoint), str(trained_checkpoint), "-o", str(avg))
+    out = run(capsys, "evaluate", "-m", str(trained_checkpoint), str(avg), "--dataset", "multi30k",
               "--split", "test", "--beam", "1", "--output-dir", str(tmp_path / "eval"))
     rows = out.out.splitlines()
     assert rows[0].split() == ["checkpoint", "data", "BLEU", "chrF", "sent/s"]
@@ -74,18 +74,18 @@ def test_evaluate_several_checkpoints_prints_a_table(capsys, tmp_path, trained_c
     copy = tmp_path / "other" / trained_checkpoint.name  # same file name, another run
     copy.parent.mkdir()
     copy.write_bytes(trained_checkpoint.read_bytes())
-    run(capsys, "evaluate", "-c", str(trained_checkpoint), str(copy), "--dataset", "multi30k", "--split", "test",
+    run(capsys, "evaluate", "-m", str(trained_checkpoint), str(copy), "--dataset", "multi30k", "--split", "test",
         "--beam", "1", "--output-dir", str(tmp_path / "eval2"))
     assert len(list((tmp_path / "eval2").glob("*.json"))) == 2  # one report each, none overwritten
 
 
 def test_user_errors_are_one_clear_line(capsys, tmp_path, trained_checkpoint):
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["translate", "-c", str(tmp_path / "nope.ckpt"), "hello"])
+        cli.main(["translate", "-m", str(tmp_path / "nope.ckpt"), "hello"])
     assert exit_info.value.code == 1
     assert "Checkpoint not found" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        cli.main(["evaluate", "-c", str(trained_checkpoint), "--src", str(tmp_path / "none.en"), "--ref",
+        cli.main(["evaluate", "-m", str(trained_checkpoint), "--src", str(tmp_path / "none.en"), "--ref",
                   str(tmp_path / "none.fr")])
     assert "Source file not found" in capsys.readouterr().err
 
@@ -109,8 +109,40 @@ def test_quickstart_steps_on_a_tiny_model(capsys, tmp_path, prepared, monkeypatc
     assert best.exists() and (tmp_path / "ckpt" / "last.ckpt").exists()
     capsys.readouterr()
     monkeypatch.setenv("MINITRANS_DATA", str(prepared.hparams.data_dir))
-    report = json.loads(run(capsys, "evaluate", "-c", str(best), "--dataset", "multi30k", "--split",
+    report = json.loads(run(capsys, "evaluate", "-m", str(best), "--dataset", "multi30k", "--split",
                             "test_2016_flickr", "--beam", "2", "--output-dir", str(tmp_path / "eval")).out)
     assert report["sentences"] == 30 and report["split"] == "test_2016_flickr"
-    out = run(capsys, "translate", "-c", str(best), "I don't speak French.")
+    out = run(capsys, "translate", "-m", str(best), "I don't speak French.")
     assert len(out.out.splitlines()) == 1
+
+
+def test_one_model_flag_everywhere_and_the_old_spellings_still_work(capsys, tmp_path, trained_checkpoint):
+    """``-m/--model`` names the model on every command (``-c`` is the config in ``train``); the old
+    ``-c``/``--checkpoint`` and the positional ``export CKPT DIR``/``average CKPT...`` still work
+    and say once, on stderr, what to write instead."""
+    ckpt = str(trained_checkpoint)
+    new = run(capsys, "translate", "-m", ckpt, "The cat eats the bread.")
+    assert new.out.strip() and "deprecated" not in new.err
+    for old_flag in ("-c", "--checkpoint"):
+        old = run(capsys, "translate", old_flag, ckpt, "The cat eats the bread.")
+        assert old.out == new.out and old.err.count(f"{old_flag} is deprecated") == 1 and "use -m/--model" in old.err
+    parser = cli.build_parser()
+    for argv in (["evaluate", "-m", ckpt, ckpt], ["serve", "-m", ckpt], ["export", "-m", ckpt, "-o", "d"],
+                 ["average", "-m", ckpt, ckpt, "-o", "a.ckpt"]):
+        args = parser.parse_args(argv)
+        cli.resolve_model_args(args)
+        assert args.checkpoint in (ckpt, [ckpt, ckpt]), argv
+    args = parser.parse_args(["export", ckpt, "out-dir"])
+    cli.resolve_model_args(args)
+    assert (args.checkpoint, args.output_dir) == (ckpt, "out-dir") and "export -m CKPT -o DIR" in capsys.readouterr().err
+    args = parser.parse_args(["average", ckpt, ckpt, "-o", "a.ckpt"])
+    cli.resolve_model_args(args)
+    assert args.checkpoint == [ckpt, ckpt] and "average -m CKPT" in capsys.readouterr().err
+    for argv, missing in ((["translate", "hello"], "-m/--model"), (["export", "-m", ckpt], "-o/--output"),
+                          (["average", "-o", str(tmp_path / "a.ckpt")], "-m/--model")):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and missing in err, (argv, err)
+    for name, sub in next(a for a in parser._actions if a.dest == "command").choices.items():
+        assert "--checkpoint" not in sub.format_help() and " -c " not in sub.format_help(), name

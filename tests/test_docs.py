@@ -95,6 +95,8 @@ def test_every_documented_command_parses(where, argv, capsys, monkeypatch):
         assert err.code == 0, where
         return
     assert not extra or parsed.command == "prepare", f"{where}: unknown arguments {extra}"
+    cli.resolve_model_args(parsed)  # the model flag is there; old spellings print a note...
+    assert "deprecated" not in capsys.readouterr().err, f"{where}: the docs use an old spelling"  # ...the docs use none
 
 
 def test_every_config_the_docs_name_exists():
@@ -227,3 +229,4 @@ def test_train_help_is_curated_and_every_option_it_names_exists():
     named = set(re.findall(r"--[\w.]+", short.stdout)) - {"--resume", "--help-all", "--config", "--KEY"}
     missing = sorted(flag for flag in named if flag not in full.stdout)
     assert named and not missing, f"train --help names options LightningCLI does not have: {missing}"
+    assert full.stdout.startswith("usage: minitrans train "), full.stdout[:200]  # not `__main__.py [options] fit`

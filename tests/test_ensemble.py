@@ -69,13 +69,13 @@ def test_members_must_share_the_tokenizer(trained_checkpoint, tmp_path):
 
 
 def test_cli_ensemble(trained_checkpoint, perturbed, tmp_path, capsys):
-    code, single, _ = run_main(capsys, "translate", "-c", trained_checkpoint, SENTENCES[0], SENTENCES[1])
+    code, single, _ = run_main(capsys, "translate", "-m", trained_checkpoint, SENTENCES[0], SENTENCES[1])
     assert code == 0
-    assert run_main(capsys, "translate", "-c", trained_checkpoint, "-c", trained_checkpoint, "--ensemble",
+    assert run_main(capsys, "translate", "-m", trained_checkpoint, "-m", trained_checkpoint, "--ensemble",
                SENTENCES[0], SENTENCES[1])[1] == single
-    code, _, err = run_main(capsys, "translate", "-c", trained_checkpoint, "-c", perturbed, SENTENCES[0])
+    code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "-m", perturbed, SENTENCES[0])
     assert code == 2 and "--ensemble" in err
-    code, out, _ = run_main(capsys, "evaluate", "-c", trained_checkpoint, perturbed, "--ensemble", "--dataset", "multi30k",
+    code, out, _ = run_main(capsys, "evaluate", "-m", trained_checkpoint, perturbed, "--ensemble", "--dataset", "multi30k",
                        "--beam", 2, "--output-dir", tmp_path)
     report = json.loads(out)
     assert code == 0 and report["sentences"] == 30 and " + " in report["checkpoint"]

@@ -50,6 +50,23 @@ def test_greedy_output_is_identical(native, ct2):
         assert a.score - 1e-4 <= b.score <= a.score + 5e-2
 
 
+@pytest.mark.parametrize("beam", [1, 3])
+def test_both_engines_report_progress_for_every_sentence(native, ct2, beam):
+    """``progress(n)`` adds up to the input's length, empty lines included, on either engine and
+    with one or two workers; the translations are those of a call without it."""
+    import io
+
+    from minitrans.progress import Progress
+
+    for translator in (native, ct2):
+        stream = io.StringIO()
+        progress = Progress(len(SENTENCES), "test", every_s=0.0, stream=stream)
+        assert translator.translate(SENTENCES, beam_size=beam, progress=progress) == \
+            translator.translate(SENTENCES, beam_size=beam)
+        lines = stream.getvalue().splitlines()
+        assert progress.done == len(SENTENCES) and lines and lines[-1].startswith(f"test: {len(SENTENCES)}/"), lines
+
+
 def test_beam_output_is_identical_with_gnmt_ranking(native, ct2):
     for alpha in (0.0, 1.0):
         ours = native.translate_detailed(SENTENCES, beam_size=4, alpha=alpha, nbest=2)
@@ -118,10 +135,10 @@ def test_cli_engine_switch(trained_checkpoint, exported, tmp_path, capsys):
     code, via_ct2, _ = run_main(capsys, "translate", "--engine", "ctranslate2", "--model", exported, "--beam", 1,
                            SENTENCES[0], SENTENCES[1])
     assert code == 0 and len(via_ct2.splitlines()) == 2
-    assert run_main(capsys, "translate", "-c", trained_checkpoint, "--beam", 1, SENTENCES[0], SENTENCES[1])[1] == via_ct2
+    assert run_main(capsys, "translate", "-m", trained_checkpoint, "--beam", 1, SENTENCES[0], SENTENCES[1])[1] == via_ct2
     # A folder picks its engine by itself; a mismatch is a one-line usage error.
     assert run_main(capsys, "translate", "--model", exported, "--beam", 1, SENTENCES[0], SENTENCES[1])[1] == via_ct2
-    code, _, err = run_main(capsys, "translate", "--engine", "ctranslate2", "-c", trained_checkpoint, "x")
+    code, _, err = run_main(capsys, "translate", "--engine", "ctranslate2", "-m", trained_checkpoint, "x")
     assert code == 2 and "needs a folder written by `minitrans export`" in err and len(err.splitlines()) == 1
     assert run_main(capsys, "translate", "--engine", "native", "--model", exported, "x")[0] == 2
     assert run_main(capsys, "translate", "--model", exported, "--plot-attention", tmp_path / "a.png", "x")[0] == 2
@@ -130,9 +147,9 @@ def test_cli_engine_switch(trained_checkpoint, exported, tmp_path, capsys):
 
 def test_cli_export_and_evaluate(trained_checkpoint, tmp_path, capsys):
     out = tmp_path / "cli-model"
-    assert run_main(capsys, "export", trained_checkpoint, out, "--quantization", "int8")[0] == 0
+    assert run_main(capsys, "export", "-m", trained_checkpoint, "-o", out, "--quantization", "int8")[0] == 0
     assert json.loads((out / META_FILE).read_text())["quantization"] == "int8"
-    assert run_main(capsys, "export", trained_checkpoint, out)[0] == 2  # exists, no --force
+    assert run_main(capsys, "export", "-m", trained_checkpoint, "-o", out)[0] == 2  # exists, no --force
     code, report, _ = run_main(capsys, "evaluate", "--model", out, "--dataset", "multi30k", "--beam", 2,
                           "--output-dir", tmp_path / "eval")
     report = json.loads(report)

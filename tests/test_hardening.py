@@ -41,7 +41,7 @@ def one_line_error(err: str) -> str:
 def test_1_output_that_is_the_input_is_refused(capsys, tmp_path, trained_checkpoint):
     same = tmp_path / "same.txt"
     same.write_text("The cat eats.\nThe dog sees a book.\n")
-    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "-i", same, "-o", same)
+    code, _, err = run(capsys, "translate", "-m", trained_checkpoint, "-i", same, "-o", same)
     assert code == 2 and "is the --input file" in one_line_error(err)
     assert same.read_text() == "The cat eats.\nThe dog sees a book.\n"
 
@@ -50,7 +50,7 @@ def test_2_average_never_overwrites_one_of_its_inputs(capsys, tmp_path, trained_
     a = tmp_path / "A.ckpt"
     a.write_bytes(trained_checkpoint.read_bytes())
     before = a.read_bytes()
-    code, _, err = run(capsys, "average", a, trained_checkpoint, "-o", a)
+    code, _, err = run(capsys, "average", "-m", a, trained_checkpoint, "-o", a)
     assert code == 2 and "one of the checkpoints to average" in one_line_error(err)
     assert a.read_bytes() == before
 
@@ -81,7 +81,7 @@ def test_4_translation_failing_half_way_keeps_the_old_output(capsys, tmp_path, t
     monkeypatch.setattr(Translator, "translate_detailed", fail_on_second_chunk)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"The cat eats.\n" * 1500)))
     with pytest.raises(RuntimeError):
-        cli.main(["translate", "-c", str(trained_checkpoint), "-o", str(out)])
+        cli.main(["translate", "-m", str(trained_checkpoint), "-o", str(out)])
     assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.fr"]
 
 
@@ -98,7 +98,7 @@ def test_5_evaluate_reads_lines_as_wc_does(capsys, tmp_path, trained_checkpoint)
     ref[9] = ref[9].replace(" ", "\x1e", 1)
     (tmp_path / "s.en").write_text("".join(s + "\n" for s in src), encoding="utf-8", newline="")
     (tmp_path / "s.fr").write_text("".join(r + "\n" for r in ref), encoding="utf-8", newline="")
-    code, out, err = run(capsys, "evaluate", "-c", trained_checkpoint, "--src", tmp_path / "s.en", "--ref",
+    code, out, err = run(capsys, "evaluate", "-m", trained_checkpoint, "--src", tmp_path / "s.en", "--ref",
                          tmp_path / "s.fr", "--beam", "1", "--output-dir", tmp_path / "eval")
     assert code == 0, err
     assert json.loads(out)["sentences"] == 20
@@ -108,15 +108,15 @@ def test_5_evaluate_reads_lines_as_wc_does(capsys, tmp_path, trained_checkpoint)
 
 def test_6_a_stray_carriage_return_does_not_split_a_line(capsys, tmp_path, trained_checkpoint):
     (tmp_path / "in.txt").write_bytes(b"The cat eats.\nThe dog\rsees a book.\r\nA child draws.\n")
-    code, out, _ = run(capsys, "translate", "-c", trained_checkpoint, "-i", tmp_path / "in.txt", "--beam", "1")
+    code, out, _ = run(capsys, "translate", "-m", trained_checkpoint, "-i", tmp_path / "in.txt", "--beam", "1")
     assert code == 0 and out.count("\n") == 3
 
 
 def test_7_a_byte_order_mark_is_not_text(capsys, tmp_path, trained_checkpoint):
     (tmp_path / "bom.txt").write_bytes("\ufeffThe cat eats the bread.\n".encode())
     (tmp_path / "plain.txt").write_bytes(b"The cat eats the bread.\n")
-    _, with_bom, _ = run(capsys, "translate", "-c", trained_checkpoint, "-i", tmp_path / "bom.txt")
-    _, plain, _ = run(capsys, "translate", "-c", trained_checkpoint, "-i", tmp_path / "plain.txt")
+    _, with_bom, _ = run(capsys, "translate", "-m", trained_checkpoint, "-i", tmp_path / "bom.txt")
+    _, plain, _ = run(capsys, "translate", "-m", trained_checkpoint, "-i", tmp_path / "plain.txt")
     assert with_bom == plain
     assert read_lines(tmp_path / "bom.txt") == ["The cat eats the bread."]
 
@@ -128,13 +128,13 @@ def test_7_a_byte_order_mark_is_not_text(capsys, tmp_path, trained_checkpoint):
     (["--device", "potato"], "--device"),
 ])
 def test_8_and_14_bad_decoding_flags_are_usage_errors(capsys, trained_checkpoint, flags, what):
-    code, out, err = run(capsys, "translate", "-c", trained_checkpoint, "The cat eats.", *flags)
+    code, out, err = run(capsys, "translate", "-m", trained_checkpoint, "The cat eats.", *flags)
     assert code == 2 and what in one_line_error(err) and out == ""
 
 
 def test_8_nbest_lines_carry_the_input_line_number(capsys, tmp_path, trained_checkpoint):
     (tmp_path / "in.txt").write_text("The cat eats.\n\nThe dog sees a book.\n")
-    code, out, _ = run(capsys, "translate", "-c", trained_checkpoint, "-i", tmp_path / "in.txt", "--beam", "3",
+    code, out, _ = run(capsys, "translate", "-m", trained_checkpoint, "-i", tmp_path / "in.txt", "--beam", "3",
                        "--nbest", "3")
     rows = [line.split("\t") for line in out.splitlines()]
     assert code == 0 and all(len(r) == 3 for r in rows)
@@ -154,7 +154,7 @@ def test_9_a_string_is_one_sentence(trained_checkpoint):
 def test_10_empty_references_are_an_error_naming_the_line(capsys, tmp_path, trained_checkpoint):
     (tmp_path / "s.en").write_text("The cat eats.\nThe dog sees a book.\n")
     (tmp_path / "s.fr").write_text("Le chat mange.\n\n")
-    code, _, err = run(capsys, "evaluate", "-c", trained_checkpoint, "--src", tmp_path / "s.en", "--ref",
+    code, _, err = run(capsys, "evaluate", "-m", trained_checkpoint, "--src", tmp_path / "s.en", "--ref",
                        tmp_path / "s.fr", "--output-dir", tmp_path / "eval")
     assert code == 1 and "s.fr, line 2: empty reference" in one_line_error(err)
 
@@ -185,11 +185,11 @@ def test_13_non_utf8_input_names_file_and_line(capsys, tmp_path, trained_checkpo
     bad = tmp_path / "latin1.txt"
     bad.write_bytes(b"The cat eats.\nLe caf\xe9 est bon.\n")
     out = tmp_path / "out.txt"
-    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "-i", bad, "-o", out)
+    code, _, err = run(capsys, "translate", "-m", trained_checkpoint, "-i", bad, "-o", out)
     line = one_line_error(err)
     assert code == 1 and "latin1.txt, line 2" in line and "iconv" in line and not out.exists()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\n\xff\xfe\n")))
-    code, _, err = run(capsys, "translate", "-c", trained_checkpoint)
+    code, _, err = run(capsys, "translate", "-m", trained_checkpoint)
     assert code == 1 and "<stdin>, line 2" in one_line_error(err)
     tsv = tmp_path / "bad.tsv"
     tsv.write_bytes(b"Hello.\tBonjour.\nCaf\xe9.\tCaf\xe9.\n")
@@ -206,13 +206,13 @@ def test_13_non_utf8_input_names_file_and_line(capsys, tmp_path, trained_checkpo
 ])
 def test_14_paths_are_checked_before_the_model_loads(capsys, tmp_path, flags, what):
     # The checkpoint does not exist either: the usage error must come first.
-    code, _, err = run(capsys, "translate", "-c", tmp_path / "missing.ckpt", *flags)
+    code, _, err = run(capsys, "translate", "-m", tmp_path / "missing.ckpt", *flags)
     assert code == 2 and what in one_line_error(err)
 
 
 def test_14_evaluate_checks_its_output_folder_before_decoding(capsys, tmp_path, trained_checkpoint):
     (tmp_path / "a_file").write_text("x")
-    code, _, err = run(capsys, "evaluate", "-c", trained_checkpoint, "--dataset", "multi30k",
+    code, _, err = run(capsys, "evaluate", "-m", trained_checkpoint, "--dataset", "multi30k",
                        "--output-dir", tmp_path / "a_file" / "eval")
     assert code == 2 and "--output-dir" in one_line_error(err)
 
@@ -258,7 +258,7 @@ def _damaged(tmp_path, trained_checkpoint, how):
     ("bad-tokenizer", "SentencePiece model cannot be read"), ("nan", "NaN"),
 ])
 def test_15_malformed_checkpoints_are_one_line(capsys, tmp_path, trained_checkpoint, how, message):
-    code, out, err = run(capsys, "translate", "-c", _damaged(tmp_path, trained_checkpoint, how), "--beam", "3",
+    code, out, err = run(capsys, "translate", "-m", _damaged(tmp_path, trained_checkpoint, how), "--beam", "3",
                          "The cat eats.")
     line = one_line_error(err)
     assert code == 1 and message in line and "possibly code" not in line and out == ""
@@ -268,7 +268,7 @@ def test_15_resuming_an_averaged_checkpoint_is_refused(capsys, tmp_path, prepare
     from test_training import write_config
 
     avg = tmp_path / "avg.ckpt"
-    run(capsys, "average", trained_checkpoint, trained_checkpoint, "-o", avg)
+    run(capsys, "average", "-m", trained_checkpoint, trained_checkpoint, "-o", avg)
     code, _, err = run(capsys, "train", "--config", write_config(tmp_path, prepared), "--resume", avg)
     assert code == 1 and "minitrans average" in one_line_error(err)
 
@@ -309,14 +309,14 @@ def test_17_long_input_warning_names_the_real_line(trained_checkpoint, caplog):
 
 
 def test_17_plot_message_names_the_file_written(capsys, tmp_path, trained_checkpoint):
-    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "The cat eats.", "--plot-attention",
+    code, _, err = run(capsys, "translate", "-m", trained_checkpoint, "The cat eats.", "--plot-attention",
                        tmp_path / "att")
     assert code == 0 and f"attention plot: {tmp_path / 'att.png'}" in err
     assert (tmp_path / "att.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_17_missing_src_is_not_about_the_data_directory(capsys, tmp_path, trained_checkpoint):
-    code, _, err = run(capsys, "evaluate", "-c", trained_checkpoint, "--src", tmp_path / "none.en", "--ref",
+    code, _, err = run(capsys, "evaluate", "-m", trained_checkpoint, "--src", tmp_path / "none.en", "--ref",
                        tmp_path / "none.fr")
     line = one_line_error(err)
     assert code == 1 and "none.en" in line and "MINITRANS_DATA" not in line
@@ -324,7 +324,7 @@ def test_17_missing_src_is_not_about_the_data_directory(capsys, tmp_path, traine
 
 def test_debug_shows_the_traceback(tmp_path):
     with pytest.raises(MinitransError):
-        cli.main(["translate", "-c", str(tmp_path / "missing.ckpt"), "hi", "--debug"])
+        cli.main(["translate", "-m", str(tmp_path / "missing.ckpt"), "hi", "--debug"])
 
 
 def test_an_output_never_spans_two_lines(trained_checkpoint, monkeypatch):

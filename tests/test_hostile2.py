@@ -44,29 +44,29 @@ def test_1_export_force_replaces_only_an_export(capsys, tmp_path, trained_checkp
     notes = tmp_path / "mymodels" / "notes.txt"
     notes.parent.mkdir()
     notes.write_text("notes\n")
-    code, _, err = run(capsys, "export", trained_checkpoint, notes.parent, "--force")
+    code, _, err = run(capsys, "export", "-m", trained_checkpoint, "-o", notes.parent, "--force")
     assert code == 2 and "notes.txt" in one_line_error(err) and notes.read_text() == "notes\n"
     # The checkpoint's own folder, --force or not: the checkpoint survives.
     run_dir = tmp_path / "run" / "checkpoints"
     run_dir.mkdir(parents=True)
     ckpt = run_dir / "best.ckpt"
     shutil.copy(trained_checkpoint, ckpt)
-    code, _, err = run(capsys, "export", ckpt, run_dir, "--force")
+    code, _, err = run(capsys, "export", "-m", ckpt, "-o", run_dir, "--force")
     assert code == 2 and "holds the checkpoint" in one_line_error(err) and ckpt.is_file()
     # The current folder: one line, not a traceback.
     (tmp_path / "here").mkdir()
     monkeypatch.chdir(tmp_path / "here")
-    code, _, err = run(capsys, "export", ckpt, ".", "--force")
+    code, _, err = run(capsys, "export", "-m", ckpt, "-o", ".", "--force")
     assert code == 2 and "current folder" in one_line_error(err) and ckpt.is_file()
     # An export of ours is replaced with --force (and refused without it); an empty folder is filled.
     mine = tmp_path / "mine"
     shutil.copytree(exported, mine)
-    code, _, err = run(capsys, "export", ckpt, mine)
+    code, _, err = run(capsys, "export", "-m", ckpt, "-o", mine)
     assert code == 2 and "--force" in one_line_error(err)
-    code, _, _ = run(capsys, "export", ckpt, mine, "--force")
+    code, _, _ = run(capsys, "export", "-m", ckpt, "-o", mine, "--force")
     assert code == 0 and (mine / "model.bin").is_file()
     (tmp_path / "empty").mkdir()
-    assert run(capsys, "export", ckpt, tmp_path / "empty")[0] == 0
+    assert run(capsys, "export", "-m", ckpt, "-o", tmp_path / "empty")[0] == 0
 
 
 # -- 2. outputs onto FIFOs, devices and symlinks --------------------------------------------
@@ -81,14 +81,14 @@ def test_2_output_into_a_fifo_is_written_not_replaced(capsys, tmp_path, trained_
     os.mkfifo(fifo)
     got: list[bytes] = []
     reader = _reader(fifo, got)
-    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "-o", fifo, "The cat eats.", "The dog sees.")
+    code, _, err = run(capsys, "translate", "-m", trained_checkpoint, "-o", fifo, "The cat eats.", "The dog sees.")
     reader.join(30)
     assert code == 0, err
     assert stat.S_ISFIFO(fifo.lstat().st_mode) and got and got[0].count(b"\n") == 2
 
 
 def test_2_output_onto_a_character_device_stays_a_device(capsys, tmp_path, trained_checkpoint):
-    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "-o", "/dev/null", "The cat eats.")
+    code, _, err = run(capsys, "translate", "-m", trained_checkpoint, "-o", "/dev/null", "The cat eats.")
     assert code == 0, err
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
     clone = tmp_path / "null"
@@ -96,8 +96,8 @@ def test_2_output_onto_a_character_device_stays_a_device(capsys, tmp_path, train
         os.mknod(clone, stat.S_IFCHR | 0o666, os.makedev(1, 3))
     except (PermissionError, OSError):
         pytest.skip("mknod is not permitted here")
-    for args in (["translate", "-c", trained_checkpoint, "-o", clone, "The cat eats."],
-                 ["average", trained_checkpoint, "-o", clone]):
+    for args in (["translate", "-m", trained_checkpoint, "-o", clone, "The cat eats."],
+                 ["average", "-m", trained_checkpoint, "-o", clone]):
         code, _, err = run(capsys, *args)
         assert code == 0, err
         assert stat.S_ISCHR(clone.lstat().st_mode), args
@@ -109,16 +109,16 @@ def test_2_output_through_a_symlink_replaces_its_target(capsys, tmp_path, traine
     target.write_text("old\n")
     link = tmp_path / "link.txt"
     link.symlink_to(target)
-    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "-o", link, "The cat eats.")
+    code, _, err = run(capsys, "translate", "-m", trained_checkpoint, "-o", link, "The cat eats.")
     assert code == 0, err
     assert link.is_symlink() and target.read_text() != "old\n" and target.read_text().count("\n") == 1
     plot, plot_link = tmp_path / "real" / "att.png", tmp_path / "att.png"
     plot_link.symlink_to(plot)
-    assert run(capsys, "translate", "-c", trained_checkpoint, "--plot-attention", plot_link, "The cat.")[0] == 0
+    assert run(capsys, "translate", "-m", trained_checkpoint, "--plot-attention", plot_link, "The cat.")[0] == 0
     assert plot_link.is_symlink() and plot.read_bytes()[:4] == b"\x89PNG"
     avg, avg_link = tmp_path / "real" / "avg.ckpt", tmp_path / "avg.ckpt"
     avg_link.symlink_to(avg)
-    assert run(capsys, "average", trained_checkpoint, "-o", avg_link)[0] == 0
+    assert run(capsys, "average", "-m", trained_checkpoint, "-o", avg_link)[0] == 0
     assert avg_link.is_symlink() and avg.stat().st_size > 0
 
 
@@ -128,7 +128,7 @@ def test_2_a_socket_is_refused_before_any_work(capsys, tmp_path, trained_checkpo
     path = tmp_path / "s.sock"
     with socket.socket(socket.AF_UNIX) as s:
         s.bind(str(path))
-        code, _, err = run(capsys, "translate", "-c", tmp_path / "never-loaded.ckpt", "-o", path, "x")
+        code, _, err = run(capsys, "translate", "-m", tmp_path / "never-loaded.ckpt", "-o", path, "x")
     assert code == 2 and "socket" in one_line_error(err)
 
 
@@ -217,7 +217,7 @@ def test_5a_two_runs_best_checkpoints_never_overwrite_each_others_reports(capsys
         ckpt = tmp_path / "runs" / run_name / "checkpoints" / "best.ckpt"
         ckpt.parent.mkdir(parents=True)
         shutil.copy(trained_checkpoint, ckpt)
-        code, out, err = run(capsys, "evaluate", "-c", ckpt, "--src", tmp_path / "s.en", "--ref", tmp_path / "r.fr",
+        code, out, err = run(capsys, "evaluate", "-m", ckpt, "--src", tmp_path / "s.en", "--ref", tmp_path / "r.fr",
                              "--beam", "1", "--output-dir", tmp_path / "eval")
         assert code == 0, err
         path = json.loads(out)["report_path"]
@@ -232,15 +232,15 @@ def test_6_empty_and_blank_input_at_the_defaults(capsys, tmp_path, trained_check
     assert translator.engine.workers == 2
     assert translator.translate([]) == [] and translator.translate(["", "  "]) == ["", ""]
     assert translator.translate("") == ""
-    code, out, err = run(capsys, "translate", "-c", trained_checkpoint, "--workers", "2", "")
+    code, out, err = run(capsys, "translate", "-m", trained_checkpoint, "--workers", "2", "")
     assert code == 0 and out == "\n", err
     blank = tmp_path / "blank.txt"
     blank.write_text("\n  \n\t\n")
-    code, _, err = run(capsys, "translate", "-c", trained_checkpoint, "--workers", "2", "-i", blank, "-o",
+    code, _, err = run(capsys, "translate", "-m", trained_checkpoint, "--workers", "2", "-i", blank, "-o",
                        tmp_path / "out")
     assert code == 0 and (tmp_path / "out").read_text() == "\n\n\n", err
     (tmp_path / "ref").write_text("a\nb\nc\n")
-    code, out, err = run(capsys, "evaluate", "-c", trained_checkpoint, "--workers", "2", "--src", blank, "--ref",
+    code, out, err = run(capsys, "evaluate", "-m", trained_checkpoint, "--workers", "2", "--src", blank, "--ref",
                          tmp_path / "ref", "--output-dir", tmp_path / "eval")
     assert code == 0 and json.loads(out)["sentences"] == 3, err
     with TestClient(create_app(translator)) as c:
@@ -290,7 +290,7 @@ def test_8_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_path, trained_chec
     if command == "average":
         target = tmp_path / "avg.ckpt"
         target.write_bytes(b"old")
-        args = ["average", str(trained_checkpoint), "-o", str(target)]
+        args = ["average", "-m", str(trained_checkpoint), "-o", str(target)]
     else:
         target = tmp_path / "cache"
         args = ["prepare", "--config", str(write_config(tmp_path, prepared)), "--data.cache_dir", str(target)]
@@ -471,7 +471,7 @@ def test_11_sigterm_answers_every_request_in_flight(translator, monkeypatch, gra
     (["--max-queue", "0"], "--max-queue"), (["--max-attention-values", "0"], "--max-attention-values"),
 ])
 def test_contract_serve_flags_outside_the_api_are_refused(capsys, tmp_path, flags, words):
-    code, _, err = run(capsys, "serve", "-c", tmp_path / "never-loaded.ckpt", *flags)
+    code, _, err = run(capsys, "serve", "-m", tmp_path / "never-loaded.ckpt", *flags)
     assert code == 2 and words in one_line_error(err)
 
 
@@ -482,7 +482,7 @@ def test_contract_a_port_in_use_is_one_line(capsys, tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        code, _, err = run(capsys, "serve", "-c", tmp_path / "never-loaded.ckpt", "--port", port)
+        code, _, err = run(capsys, "serve", "-m", tmp_path / "never-loaded.ckpt", "--port", port)
     assert code == 2 and "in use" in one_line_error(err)
 
 
@@ -513,7 +513,7 @@ def test_contract_broken_pipe_exits_quietly(tmp_path, trained_checkpoint):
     big.write_text("The cat eats.\n" * 3000)
     env = {k: v for k, v in os.environ.items() if k != "MINITRANS_DATA"}
     for how in (f"< '{big}'", f"-i '{big}'"):
-        shell = (f"set -o pipefail; {sys.executable} -m minitrans translate -c '{trained_checkpoint}' --beam 1 {how} "
+        shell = (f"set -o pipefail; {sys.executable} -m minitrans translate -m '{trained_checkpoint}' --beam 1 {how} "
                  "| head -1")
         result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300, env=env)
         assert result.stdout.count("\n") == 1 and result.stderr == "", (how, result.stderr[-1000:])
@@ -546,7 +546,7 @@ def test_contract_input_from_a_named_pipe_or_process_substitution(capsys, tmp_pa
             f.write("The cat eats.\nThe dog sees.\n")
 
     threading.Thread(target=feed, daemon=True).start()
-    code, out, err = run(capsys, "translate", "-c", trained_checkpoint, "-i", fifo)
+    code, out, err = run(capsys, "translate", "-m", trained_checkpoint, "-i", fifo)
     assert code == 0 and out.count("\n") == 2, err
 
 
@@ -569,7 +569,7 @@ def test_contract_translate_to_a_file_says_what_went_where(capsys, tmp_path, tra
     monkeypatch.setattr(cli, "CHUNK_LINES", 4)  # a "long" input of three chunks
     source = tmp_path / "in.txt"
     source.write_text("The cat eats.\n" * 10)
-    code, out, err = run(capsys, "translate", "-c", trained_checkpoint, "--beam", "1", "-i", source,
+    code, out, err = run(capsys, "translate", "-m", trained_checkpoint, "--beam", "1", "-i", source,
                          "-o", tmp_path / "out.txt")
     assert code == 0 and out == ""
     progress = [line for line in err.splitlines() if line.startswith("translated ")]
@@ -585,7 +585,7 @@ def test_contract_evaluate_takes_checkpoints_either_way(capsys, tmp_path, traine
     (tmp_path / "r.fr").write_text("".join(f + "\n" for _, f in pairs))
     other = tmp_path / "other.ckpt"
     shutil.copy(trained_checkpoint, other)
-    for flags in (["-c", trained_checkpoint, other], ["-c", trained_checkpoint, "-c", other]):
+    for flags in (["-m", trained_checkpoint, other], ["-m", trained_checkpoint, "-m", other]):
         code, out, err = run(capsys, "evaluate", *flags, "--src", tmp_path / "s.en", "--ref", tmp_path / "r.fr",
                              "--beam", "1", "--output-dir", tmp_path / "eval")
         assert code == 0, err

@@ -74,7 +74,7 @@ def translate_cli(capsys, checkpoint, stdin: bytes, *flags):
     sys_stdin = sys.stdin
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin))
     try:
-        cli.main(["translate", "-c", str(checkpoint), "--beam", "2", *flags])
+        cli.main(["translate", "-m", str(checkpoint), "--beam", "2", *flags])
     finally:
         sys.stdin = sys_stdin
     return capsys.readouterr().out
@@ -93,7 +93,7 @@ def test_translate_keeps_one_output_line_per_input_line(capsys, tmp_path, traine
     assert sorted({int(r.split("\t")[0]) for r in nbest}) == list(range(1, n + 1))
     path = tmp_path / "in.txt"
     path.write_bytes(data)
-    cli.main(["translate", "-c", str(trained_checkpoint), "--beam", "2", "-i", str(path), "-o", str(tmp_path / "o")])
+    cli.main(["translate", "-m", str(trained_checkpoint), "--beam", "2", "-i", str(path), "-o", str(tmp_path / "o")])
     assert (tmp_path / "o").read_bytes().count(b"\n") == n
 
 
@@ -103,7 +103,7 @@ def test_evaluate_keeps_sources_and_references_aligned(capsys, tmp_path, trained
     src, ref = tmp_path / "s.en", tmp_path / "s.fr"
     src.write_bytes("".join(line + "\n" for line in lines).encode())
     ref.write_bytes("".join(line + "\n" for line in lines).encode())
-    cli.main(["evaluate", "-c", str(trained_checkpoint), "--src", str(src), "--ref", str(ref), "--beam", "1",
+    cli.main(["evaluate", "-m", str(trained_checkpoint), "--src", str(src), "--ref", str(ref), "--beam", "1",
               "--output-dir", str(tmp_path / "eval")])
     report = json.loads(capsys.readouterr().out)
     assert report["sentences"] == len(lines)

@@ -267,7 +267,7 @@ def test_serve_flags_are_checked_before_loading(capsys, tmp_path, flags, what):
     from minitrans import cli
 
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["serve", "-c", str(tmp_path / "missing.ckpt"), *flags])
+        cli.main(["serve", "-m", str(tmp_path / "missing.ckpt"), *flags])
     assert exit_info.value.code == 2 and what in capsys.readouterr().err
 
 

@@ -116,7 +116,7 @@ def test_ctranslate2_workers_give_the_same_outputs(trained_checkpoint, tmp_path,
 
 @pytest.mark.parametrize("value", ["-1", "two", "1.5"])
 def test_cli_rejects_a_bad_worker_count_in_one_line(capsys, value):
-    code, _, err = run_main(capsys, "translate", "-c", "missing.ckpt", "--workers", value, "hello")
+    code, _, err = run_main(capsys, "translate", "-m", "missing.ckpt", "--workers", value, "hello")
     assert code == 2
     assert "argument --workers: must be a whole number" in err and value in err
     assert len(err.strip().splitlines()) == 1

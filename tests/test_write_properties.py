@@ -127,6 +127,6 @@ def test_api_on_odd_inputs_at_the_defaults(default_translator, sentences):
 def test_cli_on_odd_inputs_at_the_defaults(capsys, tmp_path_factory, trained_checkpoint, sentences):
     source = tmp_path_factory.mktemp("odd") / "in.txt"
     source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
-    code, out, err = run_main(capsys, "translate", "-c", trained_checkpoint, "-i", source)
+    code, out, err = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", source)
     assert code == 0, err
     assert out.count("\n") == len(sentences)
