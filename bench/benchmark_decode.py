@@ -166,7 +166,10 @@ def main() -> None:
                     if name.startswith("baseline"):
                         env["PYTHONPATH"] = args.baseline  # its `minitrans` package comes first
                         command[command.index(name)] = "native-fp32"
-                    out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
+                    done = subprocess.run(command, capture_output=True, text=True, env=env)
+                    if done.returncode:  # say why, not only that a child failed
+                        raise SystemExit(f"{system} {mode} failed:\n{done.stderr[-1500:]}")
+                    out = done.stdout
                     result = json.loads(out.strip().splitlines()[-1])
                     runs.setdefault((system, mode), []).append(result)
                     print(f"round {round_ + 1}: {system:<20} {mode:<7} {result['sentences'] / result['seconds']:7.1f} "

@@ -6,7 +6,8 @@
   LightningCLI's, which also checks every config key and value type) — without running it;
   every ``configs/*.yaml`` the docs name exists.
 * Every docs path a code comment cites exists.
-* ``mkdocs build --strict`` succeeds, and the built site loads nothing from another host.
+* ``mkdocs build --strict`` succeeds (links to missing pages or headings fail it), and the built
+  site loads nothing from another host.
 * Every option of every plain command has a help text that shows its default and no reST;
   ``minitrans --version`` prints the version.
 """
