@@ -64,8 +64,9 @@ def request_model(settings: ServerSettings):
         model_config = ConfigDict(extra="forbid", json_schema_extra=body_schema)
 
         q: StrictStr | list[StrictStr] = Field(
-            description=f"a sentence, or a list of sentences (one result each, in order); at most "
-                        f"{settings.max_sentences} sentences of {settings.max_chars} characters (else 413)",
+            description=f"a text, or a list of texts (one result each, in order), each translated sentence by "
+                        f"sentence with its spacing and line breaks kept; at most {settings.max_sentences} texts "
+                        f"of {settings.max_chars} characters (else 413)",
             json_schema_extra=q_schema)
         beam: WholeNumber = Field(settings.beam, ge=1, le=MAX_BEAM, description="beam size (1 = greedy)")
         alpha: float = Field(settings.alpha, ge=0.0, le=MAX_ALPHA, allow_inf_nan=False, strict=True,
@@ -73,6 +74,8 @@ def request_model(settings: ServerSettings):
         nbest: WholeNumber = Field(1, ge=1, le=MAX_BEAM, description="alternatives per sentence (at most beam)")
         attention: StrictBool = Field(False, description="return pieces and cross-attention weights (413 beyond "
                                                          "the server's max_attention_values)")
+        split: StrictBool = Field(True, description="split each text into sentences (false: translate each "
+                                                    "text as one sentence)")
 
         @field_validator("q")
         @classmethod
@@ -107,16 +110,26 @@ def response_models():
         layers: list[list[list[list[float]]]] = Field(description="(layers, heads, target, source) weights")
         mean: list[list[list[float]]] = Field(description="(layers, target, source): the mean over heads")
 
-    class TranslationOut(BaseModel):
+    class SentenceOut(BaseModel):
         source: str
         translation: str
         score: float | None
         nbest: list[Alternative]
-        truncated: bool = Field(description="the input was longer than the model's positions and was cut")
+        truncated: bool = Field(description="the sentence was longer than the model's positions and was cut")
         attention: Attention | None = Field(None, description="only when the request asked for it")
 
+    class TranslationOut(BaseModel):
+        source: str
+        translation: str
+        score: float | None = Field(description="the mean of its sentences' scores")
+        nbest: list[Alternative] = Field(description="the k-th joins the sentences' k-th alternatives")
+        truncated: bool = Field(description="a sentence was longer than the model's positions and was cut")
+        attention: Attention | None = Field(None, description="when asked for and the text is one sentence "
+                                                              "(else per sentence)")
+        sentences: list[SentenceOut] = Field([], description="each sentence's own result (none with split false)")
+
     class TranslateResponse(BaseModel):
-        translations: list[TranslationOut] = Field(description="one per input sentence, in input order")
+        translations: list[TranslationOut] = Field(description="one per input text, in input order")
         batched_with: int = Field(description="sentences decoded in the same batch (other requests' included)")
         latency_ms: float
 

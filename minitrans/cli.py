@@ -315,30 +315,46 @@ def cmd_translate(a: argparse.Namespace) -> None:
         for first, chunk in _lines(a):
             want_plot = a.plot_attention is not None and not plotted
             results = translator.translate_detailed(chunk, beam_size=a.beam, alpha=a.alpha, nbest=a.nbest,
-                                                    attention=want_plot, first_line=first)
+                                                    attention=want_plot, first_line=first, split=not a.no_split)
             for number, r in enumerate(results, first):
                 if a.json:
-                    out.write(json.dumps({"line": number, "source": r.source, "translation": r.text,
+                    out.write(_json_line({"line": number, "source": r.source, "translation": r.text,
                                           "score": r.score,
                                           "nbest": [{"translation": t, "score": s} for t, s in r.nbest],
-                                          "truncated": r.truncated}, ensure_ascii=False) + "\n")
+                                          "truncated": r.truncated,
+                                          "sentences": [{"source": s.source, "translation": s.text, "score": s.score,
+                                                         "truncated": s.truncated} for s in r.sentences]}))
                 elif a.nbest > 1:  # line number, translation, score: realignable with the input
-                    out.write("".join(f"{number}\t{t}\t{s:.4f}\n" for t, s in r.nbest))
+                    out.write("".join(f"{number}\t{_one_line(t)}\t{s:.4f}\n" for t, s in r.nbest))
                 else:
-                    out.write(r.text + "\n")
+                    out.write(_one_line(r.text) + "\n")
             out.flush()
             done += len(chunk)
             if a.output and (done > len(chunk) or len(chunk) >= CHUNK_LINES):  # long work shows progress
                 print(f"translated {done} lines ({done / max(time.perf_counter() - started, 1e-9):.1f} lines/s)",
                       file=sys.stderr)
-            if want_plot:
-                shown = next((r for r in results if r.attention is not None), None)
+            if want_plot:  # the first sentence that was decoded
+                shown = next((s for r in results for s in (r.sentences or [r]) if s.attention is not None), None)
                 if shown is not None:
                     written = plot_attention(shown, a.plot_attention, a.layer, a.head)
                     print(f"attention plot: {written}", file=sys.stderr)
                     plotted = True
     if a.output:  # the file appeared only now (atomically): say what went where
         print(f"wrote {done} translations of {a.input or 'the input'} to {a.output}", file=sys.stderr)
+
+
+def _json_line(record: dict) -> str:
+    """One JSON line: UTF-8 as it is, but the characters other tools count as line ends
+    (U+0085, U+2028, U+2029; JSON escapes the rest) escaped, so each record stays one line."""
+    text = json.dumps(record, ensure_ascii=False)
+    return text.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+
+
+def _one_line(text: str) -> str:
+    """A translation as one output line: an input line split on ``\\n`` holds no line break,
+    but one given as an argument, or with U+2028 in it, may; N lines in, N lines out."""
+    return " ".join(text.splitlines()) if any(c in text for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029") \
+        else text
 
 
 def _load_translator(paths: list[str], a: argparse.Namespace):
@@ -577,7 +593,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_flag(p, "append", MODEL_HELP + "; repeat it with --ensemble")
     add_decoding_flags(p)
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
-    p.add_argument("--input", "-i", help="file with one sentence per line")
+    p.add_argument("--input", "-i", help="text file: each line is translated sentence by sentence, one line out per "
+                                         "line in")
+    p.add_argument("--no-split", action="store_true",
+                   help="translate each line as one sentence (no sentence splitting), as evaluate does")
     p.add_argument("--output", "-o", help="write translations here instead of stdout")
     p.add_argument("--nbest", type=int, default=1, help="print the n best translations with scores")
     p.add_argument("--json", action="store_true", help="one JSON object per line with scores")

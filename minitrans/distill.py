@@ -76,7 +76,7 @@ def translate_resumable(sources: list[str], out: Path, teachers: list[str], beam
         f.truncate(len(complete))
         for start in range(len(done), len(sources), chunk):
             batch = sources[start:start + chunk]
-            f.write("".join(t + "\n" for t in translator.translate(batch, beam_size=beam, alpha=alpha)).encode())
+            f.write("".join(t + "\n" for t in translator.translate(batch, beam_size=beam, alpha=alpha, split=False)).encode())
             f.flush()
             os.fsync(f.fileno())
             finished = start + len(batch)

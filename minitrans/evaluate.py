@@ -89,7 +89,9 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
     ``progress(n)`` is called as each decoding batch of n sentences is done."""
     translator = translator or Translator.from_checkpoint(checkpoint, device=device, bf16=bf16)
     started = time.perf_counter()
-    hyps = translator.translate(sources, beam_size=beam_size, alpha=alpha, progress=progress)
+    # A test set's lines are its sentences, aligned with the references: each is translated
+    # whole (split=False), so a score measures the model, not the segmenter.
+    hyps = translator.translate(sources, beam_size=beam_size, alpha=alpha, progress=progress, split=False)
     seconds = time.perf_counter() - started
     report = {"checkpoint": str(checkpoint), "sentences": len(sources),
               "decoding": {"engine": translator.engine.name, "beam_size": beam_size, "alpha": alpha,

@@ -36,6 +36,7 @@ from importlib import resources
 from typing import Any
 
 from minitrans._version import __version__
+from minitrans import segment
 from minitrans.engines import Cancelled
 from minitrans.errors import UsageError
 from minitrans.server_settings import ServerSettings
@@ -146,11 +147,11 @@ class BatchingWorker:
     def _decode(self, jobs: list[_Job]) -> None:
         """Decode ``jobs`` as one batch and answer each. If the batch fails and held several
         jobs, each is decoded again alone, so that one request's failure is its own."""
-        beam, alpha, nbest, attention = jobs[0].key
+        beam, alpha, nbest, attention, split = jobs[0].key
         sentences = [s for job in jobs for s in job.sentences]
         try:
             results = self.translator.translate_detailed(
-                sentences, beam_size=beam, alpha=alpha, nbest=nbest, attention=attention,
+                sentences, beam_size=beam, alpha=alpha, nbest=nbest, attention=attention, split=split,
                 should_stop=lambda: all(job.cancelled.is_set() for job in jobs))
         except Cancelled:  # every client of the batch is gone: nothing to answer
             self._finish(jobs, None)
@@ -197,14 +198,16 @@ def _attention_json(t: Translation) -> dict[str, Any]:
             "layers": rounded.tolist(), "mean": ((weights.mean(1) * 10000).round() / 10000).tolist()}
 
 
-def _translation_json(t: Translation, attention: bool) -> dict[str, Any]:
+def _translation_json(t: Translation, attention: bool, text: bool = True) -> dict[str, Any]:
     out = {"source": t.source, "translation": t.text, "score": _finite(t.score),
            "nbest": [{"translation": text, "score": _finite(score)} for text, score in t.nbest],
            "truncated": t.truncated}
     if attention and t.attention is not None:
         out["attention"] = _attention_json(t)
-    elif attention:  # an empty input line: nothing was decoded
+    elif attention and (not text or not t.sentences):  # an empty input: nothing was decoded
         out["attention"] = {"src_pieces": [], "tgt_pieces": [], "layers": [], "mean": []}
+    if text and t.sentences:
+        out["sentences"] = [_translation_json(s, attention, text=False) for s in t.sentences]
     return out
 
 
@@ -299,12 +302,13 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
             raise HTTPException(422, f"attention weights come from the native engine; this server runs "
                                      f"{info['engine']}. Ask without attention.")
         if body.attention:
-            values = attention_values(translator, sentences)
+            values = attention_values(translator, [s for text in sentences for s in segment.split(text.strip()).sentences]
+                                      if body.split else sentences)
             if values > settings.max_attention_values:
                 raise HTTPException(413, f"attention weights for these sentences could reach {values:,} numbers; the "
                                          f"limit is {settings.max_attention_values:,} (max_attention_values). Ask "
                                          "for attention on fewer or shorter sentences, or without attention.")
-        key = (body.beam, body.alpha, body.nbest, body.attention)
+        key = (body.beam, body.alpha, body.nbest, body.attention, body.split)
         worker: BatchingWorker = state["worker"]
         try:
             job = worker.submit(sentences, key, asyncio.get_running_loop())

@@ -1,9 +1,11 @@
 """Translator: strings in, strings out, from a self-contained checkpoint or an exported model.
 
-It normalises and tokenises the input, has an engine (:mod:`minitrans.engines`) run greedy
-or beam search, detokenises, and returns results in input order. Empty and
-whitespace-only lines give empty translations (line count is preserved); inputs longer
-than the model's positional range are truncated with a warning.
+Each input string is a text: it is split into sentences (:mod:`minitrans.segment`), every
+sentence of every input is normalised, tokenised and decoded in one batched search by an
+engine (:mod:`minitrans.engines`), and each text is put back together with its own spacing and
+line breaks. Results come in input order, one per input. Empty and whitespace-only inputs give
+empty translations (line count is preserved); sentences longer than the model's positional
+range are truncated with a warning.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import torch
 
 from minitrans.checkpoint import load_for_inference
+from minitrans import segment
 from minitrans.cleaning import check_unicode, clean
 from minitrans.engines import open_model
 from minitrans.native_engine import NativeEngine
@@ -42,6 +45,9 @@ class Translation:
     tgt_pieces: list[str] = field(default_factory=list)
     attention: torch.Tensor | None = None
     truncated: bool = False
+    #: The sentences the input was split into, each with its own result (empty when the
+    #: input was translated as one sentence, ``split=False``).
+    sentences: list["Translation"] = field(default_factory=list)
 
 
 class Translator:
@@ -146,14 +152,16 @@ class Translator:
         return self.engine.device
 
     def translate(self, sentences: list[str] | str, beam_size: int = DEFAULT_BEAM,
-                  alpha: float = DEFAULT_ALPHA, progress=None) -> list[str] | str:
-        """Translate ``sentences``; returns one string per input, in input order. A single
-        string gives a single string back (it is one sentence, not a list of characters).
+                  alpha: float = DEFAULT_ALPHA, progress=None, split: bool = True) -> list[str] | str:
+        """Translate texts; returns one string per input, in input order. A single string gives
+        a single string back (not a list of characters). Each input may hold several sentences
+        and lines: they are translated one by one and put back in place (``split=False``
+        translates each input as one sentence, as a test set's lines are).
         ``progress(n)``, when given, is called as each decoding batch of n sentences is done."""
         if isinstance(sentences, str):
-            return self.translate([sentences], beam_size, alpha, progress)[0]
+            return self.translate([sentences], beam_size, alpha, progress, split)[0]
         # translate_detailed checks the input
-        return [t.text for t in self.translate_detailed(sentences, beam_size, alpha, progress=progress)]
+        return [t.text for t in self.translate_detailed(sentences, beam_size, alpha, progress=progress, split=split)]
 
     @staticmethod
     def _sentences(sentences) -> list[str]:
@@ -176,7 +184,8 @@ class Translator:
 
     def translate_detailed(self, sentences: list[str], beam_size: int = DEFAULT_BEAM, alpha: float = DEFAULT_ALPHA,
                            nbest: int = 1, attention: bool = False, use_cache: bool = True,
-                           first_line: int = 1, should_stop=None, progress=None) -> list[Translation]:
+                           first_line: int = 1, should_stop=None, progress=None,
+                           split: bool = True) -> list[Translation]:
         """Like :meth:`translate`, with scores, n-best lists and optionally attention weights
         (native engine).
 
@@ -185,11 +194,63 @@ class Translator:
         arguments, is asked between decoding batches; if it returns true the call raises
         :class:`~minitrans.engines.Cancelled` (a server drops work whose client is gone).
         ``progress(n)`` is called as each decoding batch of n sentences is done.
+
+        With ``split`` (the default) each input is a text: its sentences are translated in
+        the same batch as every other input's and joined back with the text's own spacing and
+        line breaks (leading and trailing whitespace dropped); :attr:`Translation.sentences`
+        holds each sentence's result (n-best, score, attention). A text's score is the mean of
+        its sentences'; its k-th alternative joins its sentences' k-th (or last) alternatives.
         """
-        sentences = self._sentences(sentences)
+        texts = self._sentences(sentences)
         check_decoding(beam_size, alpha, nbest)
         if attention and not isinstance(getattr(self.engine, "model", None), Transformer):
             raise UsageError("Attention weights come from one native model only (no CTranslate2, no ensemble).")
+        if not split:
+            return self._translate_sentences(texts, list(range(first_line, first_line + len(texts))), beam_size,
+                                             alpha, nbest, attention, use_cache, should_stop, progress)
+        lang = self.source_language
+        segmented = [segment.split(text.strip(), lang) for text in texts]
+        flat = [s for seg in segmented for s in seg.sentences]
+        lines = [first_line + i for i, seg in enumerate(segmented) for _ in seg.sentences]
+        done = self._translate_sentences(flat, lines, beam_size, alpha, nbest, attention, use_cache, should_stop,
+                                         progress)
+        if progress is not None:
+            progress(sum(not seg.sentences for seg in segmented))  # empty inputs are done already
+        results, at = [], 0
+        for text, seg in zip(texts, segmented):
+            parts = done[at:at + len(seg.sentences)]
+            at += len(seg.sentences)
+            results.append(self._text_result(text, seg, parts))
+        return results
+
+    @property
+    def source_language(self) -> str:
+        """The language of the inputs, for sentence segmentation (a checkpoint's own, else English)."""
+        return getattr(self, "meta", {}).get("data", {}).get("src_lang", "en")
+
+    @staticmethod
+    def _text_result(text: str, seg: segment.Segmented, parts: list[Translation]) -> Translation:
+        """One text's result from its sentences' results (see :meth:`translate_detailed`)."""
+        if not parts:
+            return Translation(text, "", 0.0, [("", 0.0)])
+        inner = segment.Segmented(seg.sentences, ["", *(_one_line_gap(g) for g in seg.gaps[1:-1]), ""])
+        depth = max(len(p.nbest) for p in parts)
+        nbest = []
+        for k in range(depth):
+            picks = [p.nbest[min(k, len(p.nbest) - 1)] for p in parts]
+            nbest.append((inner.join([t for t, _ in picks]), sum(s for _, s in picks) / len(picks)))
+        result = Translation(text, inner.join([p.text for p in parts]), sum(p.score for p in parts) / len(parts),
+                             nbest, truncated=any(p.truncated for p in parts), sentences=parts)
+        if len(parts) == 1:  # one sentence: its pieces and attention are the text's
+            result.src_pieces, result.tgt_pieces, result.attention = \
+                parts[0].src_pieces, parts[0].tgt_pieces, parts[0].attention
+        return result
+
+    def _translate_sentences(self, sentences: list[str], lines: list[int], beam_size: int, alpha: float,
+                             nbest: int, attention: bool, use_cache: bool, should_stop,
+                             progress) -> list[Translation]:
+        """Each string as one sentence, all in one batched search; ``lines`` number them for
+        the warnings about long inputs."""
         cleaned = [clean(s) for s in sentences]
         limit = self.config.max_len - 1  # room for eos
         ids = self.tokenizer.encode(cleaned)
@@ -201,8 +262,8 @@ class Translator:
                 continue
             truncated = len(seq) > limit
             if truncated:
-                log.warning("Input line %d has %d pieces, more than the model's %d: translating the first %d only.",
-                            first_line + i, len(seq), limit, limit)
+                log.warning("Input line %d has a sentence of %d pieces, more than the model's %d: translating "
+                            "the first %d only.", lines[i], len(seq), limit, limit)
                 ids[i] = seq[:limit]
             todo.append((i, truncated))
         sources = [ids[i] + [EOS_ID] for i, _ in todo]
@@ -235,6 +296,15 @@ class Translator:
         memory = self.model.encode(src)
         _, weights = self.model.decode(memory, None, tgt_in, need_weights=True)
         return torch.stack([w[0] for w in weights]).float().cpu()  # (layers, H, T+1, S); float32 under --bf16
+
+
+def _one_line_gap(gap: str) -> str:
+    """The text between two sentences as output: its line breaks as ``\\n`` (blank lines kept),
+    else its spaces and tabs as they were."""
+    breaks = len(gap.splitlines()) - 1 if gap.splitlines() else 0
+    if gap and gap[-1] in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029":
+        breaks += 1
+    return "\n" * breaks if breaks else gap
 
 
 def check_attention_view(config, layer: int | None, head: int | None) -> None:

@@ -196,7 +196,7 @@ def test_5_a_failed_batch_fails_only_the_request_at_fault(translator):
 
     translator.translate_detailed = fragile
     try:
-        jobs = [worker.submit(q, (1, 1.0, 1, False), loop) for q in (["The cat eats."], ["poison"], ["The dog."])]
+        jobs = [worker.submit(q, (1, 1.0, 1, False, True), loop) for q in (["The cat eats."], ["poison"], ["The dog."])]
         worker.stop()
     finally:
         del translator.translate_detailed

@@ -178,7 +178,7 @@ def test_worker_finishes_queued_jobs_on_stop(translator):
 
     loop = asyncio.new_event_loop()
     worker = BatchingWorker(translator, ServerSettings(batch_wait_ms=0))
-    futures = [worker.submit(["The cat eats."], (1, 1.0, 1, False), loop).future for _ in range(5)]
+    futures = [worker.submit(["The cat eats."], (1, 1.0, 1, False, True), loop).future for _ in range(5)]
     worker.stop()
     loop.run_until_complete(asyncio.sleep(0))  # run the call_soon_threadsafe callbacks
     assert all(f.done() and len(f.result()[0]) == 1 for f in futures)
@@ -247,6 +247,16 @@ def test_the_page_in_a_real_browser(live_server, tmp_path):
         assert page.locator("#heatmap td.cell").count() == rows * cols and rows > 1 and cols > 1
         page.hover("#heatmap tbody tr:nth-child(1)")
         assert page.locator("#heatmap tr.hover").count() == 1
+        # A pasted paragraph comes back as a paragraph, one clickable sentence each (issue #28).
+        page.fill("#source", "The cat eats the bread. The dog sees a book.\nThe bird sings.")
+        page.click("#translate")
+        page.wait_for_selector("#results > li:nth-child(1) .sentence:nth-child(2)")
+        assert page.locator("#results > li").count() == 2
+        assert page.locator("#results > li:nth-child(1) .sentence").count() == 2
+        first_title = page.inner_text("#attention-title")
+        page.click("#results > li:nth-child(1) .sentence:nth-child(2)")
+        assert page.inner_text("#attention-title") == page.inner_text("#results > li:nth-child(1) .sentence:nth-child(2)")
+        assert page.inner_text("#attention-title") != first_title or first_title == ""
         assert "not an explanation" in page.inner_text(".caption")
         page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
         browser.close()

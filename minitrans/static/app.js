@@ -2,8 +2,8 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-let results = [];      // the last response's translations
-let chosen = 0;        // index of the sentence whose attention is shown
+let results = [];      // the last response's translations, one per input line
+let chosen = [0, 0];   // [line, sentence] whose attention is shown
 let withAttention = true;  // false when the server runs an engine without attention weights
 
 async function loadModelInfo() {
@@ -39,7 +39,7 @@ async function translate() {
       throw new Error(`${response.status}: ${detail}`);
     }
     results = data.translations;
-    chosen = Math.max(0, results.findIndex((r) => r.translation));
+    chosen = [Math.max(0, results.findIndex((r) => r.translation)), 0];
     $("latency").textContent = `${Math.round(performance.now() - started)} ms in the browser, ` +
       `${data.latency_ms} ms on the server`;
     renderResults();
@@ -57,11 +57,24 @@ function renderResults() {
   list.replaceChildren();
   results.forEach((r, i) => {
     const li = document.createElement("li");
-    li.className = i === chosen ? "chosen" : "";
+    li.className = i === chosen[0] ? "chosen" : "";
     li.dataset.index = i;
     const best = document.createElement("div");
     best.className = "best";
-    best.textContent = r.translation;
+    const sentences = r.sentences || [];
+    if (sentences.length > 1) {
+      // A paragraph: one clickable span per sentence, for its attention view.
+      sentences.forEach((s, j) => {
+        const span = document.createElement("span");
+        span.className = "sentence" + (i === chosen[0] && j === chosen[1] ? " chosen" : "");
+        span.textContent = s.translation;
+        span.title = s.source;
+        span.addEventListener("click", (e) => { e.stopPropagation(); chosen = [i, j]; renderResults(); renderAttention(); });
+        best.append(span, " ");
+      });
+    } else {
+      best.textContent = r.translation;
+    }
     const src = document.createElement("div");
     src.className = "src";
     src.textContent = r.source;
@@ -80,7 +93,7 @@ function renderResults() {
       });
       li.append(alts);
     }
-    li.addEventListener("click", () => { chosen = i; renderResults(); renderAttention(); });
+    li.addEventListener("click", () => { chosen = [i, 0]; renderResults(); renderAttention(); });
     list.append(li);
   });
 }
@@ -92,7 +105,8 @@ function fillSelect(select, options, keep) {
 }
 
 function renderAttention() {
-  const r = results[chosen];
+  const line = results[chosen[0]];
+  const r = line && line.sentences && line.sentences.length > 1 ? line.sentences[chosen[1]] : line;
   const att = r && r.attention;
   if (!att || !att.layers.length) { $("attention-section").hidden = true; return; }
   $("attention-section").hidden = false;

@@ -1,0 +1,175 @@
+"""Sentence segmenters compared on paragraphs made from held-out sentences (issue #28).
+
+    pip install sentencex syntok   # the candidates minitrans does not depend on
+    MINITRANS_DATA=../shared/data python bench/segmentation.py [--segmenters pysbd,sentencex,syntok,regex]
+
+Each test set joins k consecutive sentences (k = 2, 3, 5 in turn) of a held-out split with one
+space: Tatoeba test (minitrans's grouped split), Multi30k test_2016_flickr and FLORES-200 dev,
+on the English side and on the French side. The gold boundaries are the offsets where a joined
+sentence starts; a segmenter's are where each of its sentences after the first starts.
+Precision, recall and F1 are over boundaries, pooled over the set. Each set is scored twice:
+*as is*, and *clean*: without the lines no segmenter can place (no end punctuation: 5% of
+Multi30k's captions, "A child is splashing in the water") and without the lines every
+candidate cuts at the same place (lines that are two sentences, "Hi. How are you?": 10% of
+FLORES's). As is, such a line counts against recall or precision whatever the segmenter does;
+the share of gold lines a segmenter cuts inside is printed too. Speed is sentences per second on one
+thread. Only segmenters that run offline from their wheel are candidates: ``wtpsplit`` and
+``minisbd`` download their models at run time (and minisbd is AGPL), so they are not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import time
+from pathlib import Path
+
+KS = (2, 3, 5)
+
+
+def paragraphs(sentences: list[str]) -> list[tuple[str, set[int], list[tuple[int, int]]]]:
+    """``(text, gold boundaries, spans of its sentences)`` for k = 2, 3, 5 in turn."""
+    out, i, turn = [], 0, 0
+    while i < len(sentences):
+        group = [s.strip() for s in sentences[i:i + KS[turn % len(KS)]] if s.strip()]
+        i += KS[turn % len(KS)]
+        turn += 1
+        text, bounds, spans = "", set(), []
+        for s in group:
+            if text:
+                text += " "
+                bounds.add(len(text))
+            spans.append((len(text), len(text) + len(s)))
+            text += s
+        if group:
+            out.append((text, bounds, spans))
+    return out
+
+
+def starts(text: str, pieces: list[str]) -> list[int]:
+    """Where each returned sentence starts in ``text`` (segmenters may drop or keep spaces)."""
+    found, at = [], 0
+    for piece in pieces:
+        piece = piece.strip()
+        if not piece:
+            continue
+        where = text.find(piece, at)
+        if where < 0:  # a segmenter that rewrote the text: place it by its first word
+            where = text.find(piece.split()[0], at)
+        if where < 0:
+            continue
+        found.append(where)
+        at = where + len(piece)
+    return found
+
+
+def segmenter(name: str, lang: str):
+    """A function text -> list of sentence strings."""
+    if name == "pysbd":
+        import pysbd
+
+        seg = pysbd.Segmenter(language=lang, clean=False)
+        return lambda text: seg.segment(text)
+    if name == "sentencex":
+        from sentencex import segment
+
+        return lambda text: list(segment(lang, text))
+    if name == "syntok":
+        import syntok.segmenter as syn
+
+        def run(text: str) -> list[str]:
+            return [text[s[0].offset:s[-1].offset + len(s[-1].value)]
+                    for para in syn.analyze(text) for s in para if s]
+        return run
+    if name == "regex":  # the baseline a library must beat: end punctuation, space, capital
+        pattern = re.compile(r"(?<=[.!?…])[\"'»”)]*\s+(?=[\"'«“(]*[A-ZÀ-Ý0-9])")
+        return lambda text: pattern.split(text)
+    raise SystemExit(f"unknown segmenter {name}")
+
+
+def load_sets(data_dir: str) -> dict[str, list[str]]:
+    from minitrans.evaluate import load_eval_data
+
+    sets = {}
+    for dataset, split in (("tatoeba", "test"), ("multi30k", "test_2016_flickr")):
+        en, refs = load_eval_data(dataset, split, None, None, data_dir)
+        sets[f"{dataset} en"], sets[f"{dataset} fr"] = en, [r[0] for r in refs]
+    general = Path(data_dir) / "general-dev"
+    for lang in ("en", "fr"):
+        sets[f"flores {lang}"] = (general / f"flores200.dev.{lang}").read_text(encoding="utf-8").splitlines()
+    return sets
+
+
+END = re.compile(r"[.!?…][\"'»”)\]]*\s*$")
+
+
+def clean_lines(sentences: list[str], segs: list) -> list[str]:
+    """The lines that end like a sentence and that not every segmenter cuts at one place."""
+    kept = []
+    for line in sentences:
+        line = line.strip()
+        if not END.search(line):
+            continue
+        cuts = [tuple(starts(line, seg(line))[1:]) for seg in segs]
+        if all(cuts) and len(set(cuts)) == 1:
+            continue
+        kept.append(line)
+    return kept
+
+
+def score(seg, paras) -> dict[str, float]:
+    tp = fp = fn = cut_inside = lines = 0
+    started = time.perf_counter()
+    predicted = [set(starts(text, seg(text))) - {0} for text, _, _ in paras]
+    seconds = time.perf_counter() - started
+    for (_, gold, spans), pred in zip(paras, predicted):
+        tp += len(gold & pred)
+        fp += len(pred - gold)
+        fn += len(gold - pred)
+        lines += len(spans)
+        cut_inside += sum(any(a < b < c for b in pred) for a, c in spans)
+    p, r = tp / max(tp + fp, 1), tp / max(tp + fn, 1)
+    return {"p": p, "r": r, "f1": 2 * p * r / max(p + r, 1e-12), "inside": cut_inside / max(lines, 1),
+            "sent_s": lines / max(seconds, 1e-9)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--segmenters", default="pysbd,sentencex,syntok,regex")
+    parser.add_argument("--data-dir", default=os.environ.get("MINITRANS_DATA", "data/raw"))
+    args = parser.parse_args()
+    sets = load_sets(args.data_dir)
+    names = args.segmenters.split(",")
+    print("| set | paragraphs | boundaries | " + " | ".join(f"{n} P / R / F1" for n in names) + " |")
+    print("|---|---:|---:|" + "---|" * len(names))
+    speed: dict[str, list[float]] = {n: [] for n in names}
+    inside: dict[str, list[str]] = {n: [] for n in names}
+    for label, all_lines in sets.items():
+        lang = label.split()[-1]
+        usable = [n for n in names if not (n == "syntok" and lang == "fr")]  # syntok: en, de, es
+        for view, sentences in (("as is", all_lines),
+                                ("clean", clean_lines(all_lines, [segmenter(n, lang) for n in usable]))):
+            paras = paragraphs(sentences)
+            cells = []
+            for name in names:
+                if name not in usable:
+                    cells.append("— (no French)")
+                    continue
+                m = score(segmenter(name, lang), paras)
+                cells.append(f"{m['p']:.4f} / {m['r']:.4f} / **{m['f1']:.4f}**")
+                if view == "as is":
+                    speed[name].append(m["sent_s"])
+                    inside[name].append(f"{label} {100 * m['inside']:.1f}%")
+            n_bounds = sum(len(b) for _, b, _ in paras)
+            print(f"| {label}, {view} ({len(sentences):,} lines) | {len(paras):,} | {n_bounds:,} | "
+                  + " | ".join(cells) + " |")
+    print()
+    for name in names:
+        if speed[name]:
+            print(f"{name}: {min(speed[name]):,.0f}-{max(speed[name]):,.0f} sentences/s; "
+                  f"gold lines cut inside: {', '.join(inside[name])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Sentence segmentation: text into the sentences the models were trained on, and back.
+
+The models learned from single sentences (Tatoeba, Multi30k captions: 10-20 pieces each); a
+paragraph given as one sequence comes back as its first sentence or two. So every entry
+point splits its input into sentences, translates them in one batch and puts the text back
+together with its own layout: :func:`split` gives the sentences and the text around them
+(the *gaps*: spaces, tabs, line breaks, blank lines), and :meth:`Segmented.join` puts
+translations back in their places. ``split(t).join(split(t).sentences) == t`` for every
+string (tested with Hypothesis).
+
+Sentences are found by `pysbd <https://github.com/nipunsadvilkar/pySBD>`_ (rule-based, English
+and French, offline), chosen by measurement against ``sentencex``, ``syntok`` and an
+end-punctuation regex on paragraphs joined from held-out sentences (``bench/segmentation.py``;
+docs/translating.md#paragraphs-and-sentences). Around it:
+
+* line breaks always end a sentence (a title line has no full stop);
+* a piece with no letter or digit (a closing quote pysbd cut off) joins the sentence before it;
+* a line longer than :data:`WINDOW` characters is first cut into windows at an end punctuation
+  mark (else a space) followed by a space, because pysbd's time grows with the square of its
+  input (60,000 characters of ``"a. "`` took 89 s whole, about a second in windows).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+#: Longest stretch of text pysbd is given at once (characters).
+WINDOW = 500
+#: Languages with their own rules; others use the English ones.
+LANGUAGES = ("en", "fr")
+
+_LINE_BREAK = re.compile(r"(\r\n|\n|\r|\u2028|\u2029)")
+_WORDY = re.compile(r"\w")
+_END_THEN_SPACE = re.compile(r"[.!?…][\"'»”)\]]*\s")
+
+
+@dataclass(frozen=True)
+class Segmented:
+    """A text as ``gaps[0] + sentences[0] + gaps[1] + ... + sentences[-1] + gaps[-1]``.
+
+    ``sentences`` are what to translate (non-empty, no surrounding whitespace, no line break);
+    ``gaps`` (one more than the sentences) are kept as they are."""
+
+    sentences: list[str]
+    gaps: list[str]
+
+    def join(self, translations: list[str]) -> str:
+        """The text with each sentence replaced by its translation, the gaps unchanged."""
+        if len(translations) != len(self.sentences):
+            raise ValueError(f"{len(translations)} translations for {len(self.sentences)} sentences")
+        parts = [self.gaps[0]]
+        for text, gap in zip(translations, self.gaps[1:]):
+            parts += [text, gap]
+        return "".join(parts)
+
+
+@lru_cache(maxsize=None)
+def _segmenter(lang: str):
+    import pysbd
+
+    return pysbd.Segmenter(language=lang if lang in LANGUAGES else "en", clean=False)
+
+
+def _windows(line: str) -> list[tuple[int, int]]:
+    """``(start, end)`` stretches of at most :data:`WINDOW` characters, cut after an end mark
+    and a space where there is one (else after a space, else anywhere)."""
+    spans, start = [], 0
+    while len(line) - start > WINDOW:
+        stretch = line[start:start + WINDOW]
+        cut = max((m.end() for m in _END_THEN_SPACE.finditer(stretch)), default=0)
+        if cut == 0:
+            cut = stretch.rfind(" ") + 1 or WINDOW
+        spans.append((start, start + cut))
+        start += cut
+    spans.append((start, len(line)))
+    return spans
+
+
+def _sentence_spans(line: str, lang: str) -> list[tuple[int, int]]:
+    """Where the sentences of one line (no line break in it) are, as ``(start, end)``."""
+    spans: list[tuple[int, int]] = []
+    for w_start, w_end in _windows(line):
+        window = line[w_start:w_end]
+        at = 0
+        for piece in _segmenter(lang).segment(window):
+            piece = piece.strip()
+            if not piece:
+                continue
+            where = window.find(piece, at)
+            if where < 0:  # pysbd changed the text: keep the rest of the window as one sentence
+                rest = window[at:].strip()
+                if rest:
+                    where = window.index(rest, at)
+                    spans.append((w_start + where, w_start + where + len(rest)))
+                break
+            start, end = w_start + where, w_start + where + len(piece)
+            if spans and not _WORDY.search(piece):  # a lone closing quote or bracket
+                spans[-1] = (spans[-1][0], end)
+            else:
+                spans.append((start, end))
+            at = where + len(piece)
+    return spans
+
+
+def split(text: str, lang: str = "en") -> Segmented:
+    """The sentences of ``text`` and the text around them; see :class:`Segmented`."""
+    sentences, gaps, gap_start, offset = [], [], 0, 0
+    for part in _LINE_BREAK.split(text):
+        if part and not _LINE_BREAK.fullmatch(part):
+            for start, end in _sentence_spans(part, lang):
+                gaps.append(text[gap_start:offset + start])
+                sentences.append(text[offset + start:offset + end])
+                gap_start = offset + end
+        offset += len(part)
+    gaps.append(text[gap_start:])
+    return Segmented(sentences, gaps)
