@@ -116,6 +116,9 @@ def response_models():
         score: float | None
         nbest: list[Alternative]
         truncated: bool = Field(description="the sentence was longer than the model's positions and was cut")
+        confidence: float | None = Field(description="the model's geometric-mean probability per output token")
+        low_confidence: bool | None = Field(description="below the threshold calibrated on validation data "
+                                                        "(null: the model was not calibrated)")
         attention: Attention | None = Field(None, description="only when the request asked for it")
 
     class TranslationOut(BaseModel):
@@ -124,6 +127,9 @@ def response_models():
         score: float | None = Field(description="the mean of its sentences' scores")
         nbest: list[Alternative] = Field(description="the k-th joins the sentences' k-th alternatives")
         truncated: bool = Field(description="a sentence was longer than the model's positions and was cut")
+        confidence: float | None = Field(description="its weakest sentence's confidence (null: empty input)")
+        low_confidence: bool | None = Field(description="a sentence is below the calibrated threshold (null: "
+                                                        "not calibrated)")
         attention: Attention | None = Field(None, description="when asked for and the text is one sentence "
                                                               "(else per sentence)")
         sentences: list[SentenceOut] = Field([], description="each sentence's own result (none with split false)")

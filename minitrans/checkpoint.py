@@ -199,6 +199,16 @@ def load_for_inference(path: str | os.PathLike, device: str | torch.device = "cp
     return model.to(device).eval(), tokenizer, meta
 
 
+def with_metadata(source: str | os.PathLike, output: str | os.PathLike, **entries: Any) -> None:
+    """Write ``source`` again as ``output`` (atomically) with ``entries`` added to its
+    metadata; ``source`` itself is never replaced (it may be a resumable training checkpoint)."""
+    if same_file(source, output):
+        raise UsageError(f"--output {output} is the checkpoint read; write the result to a new file.")
+    checkpoint = load_checkpoint(source)
+    checkpoint[META_KEY] = {**metadata(checkpoint), **entries}
+    save_atomic(checkpoint, output)
+
+
 def average_checkpoints(paths: list[str | os.PathLike], output: str | os.PathLike) -> dict:
     """Average the weights of compatible checkpoints into a new self-contained one.
 

@@ -321,9 +321,12 @@ def cmd_translate(a: argparse.Namespace) -> None:
                     out.write(_json_line({"line": number, "source": r.source, "translation": r.text,
                                           "score": r.score,
                                           "nbest": [{"translation": t, "score": s} for t, s in r.nbest],
-                                          "truncated": r.truncated,
+                                          "truncated": r.truncated, "confidence": r.confidence,
+                                          "low_confidence": r.low_confidence,
                                           "sentences": [{"source": s.source, "translation": s.text, "score": s.score,
-                                                         "truncated": s.truncated} for s in r.sentences]}))
+                                                         "truncated": s.truncated, "confidence": s.confidence,
+                                                         "low_confidence": s.low_confidence}
+                                                        for s in r.sentences]}))
                 elif a.nbest > 1:  # line number, translation, score: realignable with the input
                     out.write("".join(f"{number}\t{_one_line(t)}\t{s:.4f}\n" for t, s in r.nbest))
                 else:
@@ -420,6 +423,50 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
               f"{r['sentences_per_second']:>7.1f}")
     for signature in dict.fromkeys((r["bleu_signature"], r["chrf_signature"]) for r in reports):
         print(f"BLEU: {signature[0]}\nchrF: {signature[1]}")
+
+
+def cmd_calibrate(a: argparse.Namespace) -> None:
+    """Calibrate the low-confidence flag on a validation split; write it into a new checkpoint."""
+    from minitrans.checkpoint import with_metadata
+    from minitrans.confidence import calibrate
+    from minitrans.engines import load_metadata
+    from minitrans.evaluate import eval_sets, load_eval_data
+    from minitrans.progress import Progress
+    from minitrans.search import check_decoding
+    from minitrans.translate import Translator
+
+    check_decoding(a.beam, a.alpha)
+    _check_device(a.device)
+    if not 0.0 < a.share < 1.0:
+        raise UsageError(f"--share {a.share}: give a share between 0 and 1, e.g. 0.1 for the worst tenth.")
+    check_writable(a.output, "--output")
+    if same_file(a.checkpoint, a.output):  # before minutes of decoding, not after
+        raise UsageError(f"--output {a.output} is the checkpoint read (it may be a resumable training "
+                         "checkpoint); write the calibrated model to a new file.")
+    trained_on = load_metadata(a.checkpoint).get("data", {})
+    if a.src is not None:
+        sources, refs = load_eval_data(None, a.split, a.src, a.ref)
+    else:
+        sources, refs = [], []
+        for spec in eval_sets(trained_on, a.dataset):  # every component of a mixture
+            s, r = load_eval_data(spec["dataset"], a.split, None, None, a.data_dir or trained_on.get("data_dir"),
+                                  spec["split_settings"], spec["files"], spec["hub_id"])
+            sources, refs = sources + s, refs + r
+    if a.engine == "ctranslate2" or not str(a.checkpoint).endswith(".ckpt") and Path(a.checkpoint).is_dir():
+        raise UsageError("calibrate writes a checkpoint: give the .ckpt, then export the calibrated one.")
+    translator = Translator.load(a.checkpoint, "native", device=a.device, bf16=a.bf16, int8=a.int8,
+                                 workers=a.workers)
+    results = translator.translate_detailed(sources, beam_size=a.beam, alpha=a.alpha, split=False,
+                                            progress=Progress(len(sources), f"calibrating on {a.split}"))
+    try:
+        record = calibrate([r.confidence or 0.0 for r in results], [r.text for r in results], refs, a.share,
+                           beam=a.beam, alpha=a.alpha, split=a.split if a.src is None else a.src)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    with_metadata(a.checkpoint, a.output, confidence=record)
+    print(json.dumps(record, indent=2))
+    print(f"wrote {a.output}: its translations carry low_confidence (the worst {a.share:.0%} of {a.split})",
+          file=sys.stderr)
 
 
 def cmd_average(a: argparse.Namespace) -> None:
@@ -558,7 +605,7 @@ def resolve_model_args(args: argparse.Namespace) -> None:
         else:  # average
             args.checkpoint = (args.checkpoint or []) + old
             note_deprecated("`average CKPT ...`", "`average -m CKPT ... -o OUT`")
-    if getattr(args, "func", None) in (cmd_translate, cmd_evaluate, cmd_serve, cmd_export, cmd_average) \
+    if getattr(args, "func", None) in (cmd_translate, cmd_evaluate, cmd_serve, cmd_export, cmd_average, cmd_calibrate) \
             and not args.checkpoint:
         raise UsageError(f"the following arguments are required: -m/--model (see `minitrans {args.command} --help`)")
     if args.command == "export" and not args.output_dir:
@@ -616,6 +663,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
     p.add_argument("--output-dir", default="outputs/eval",
                    help="where the report and hypotheses go (default %(default)s)")
+
+    p = command("calibrate", cmd_calibrate)
+    add_model_flag(p, "store", "a .ckpt to calibrate (it is not changed)")
+    p.add_argument("--output", "-o", required=True, help="the calibrated checkpoint to write (never the input)")
+    add_decoding_flags(p)
+    p.add_argument("--share", type=float, default=0.1, help="share of validation sentences the flag marks as low")
+    p.add_argument("--dataset", help="a corpus of the checkpoint's (default: every one it was trained on)")
+    p.add_argument("--split", default="valid", help="the held-out split to calibrate on")
+    p.add_argument("--src", help="source file (instead of --dataset)")
+    p.add_argument("--ref", action="append", help="reference file aligned with --src")
+    p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
 
     p = command("average", cmd_average)
     add_model_flag(p, "extend", "checkpoints of one run (same model config and tokenizer)")
@@ -676,7 +734,7 @@ Training (Lightning's CLI, YAML configs plus dotted overrides; see `minitrans tr
   train (= fit), validate, test   e.g. minitrans train --config configs/quickstart.yaml
 
 Using a model:
-  translate, evaluate, serve, export, average
+  translate, evaluate, serve, export, average, calibrate
 
 Data:
   prepare, distill, download

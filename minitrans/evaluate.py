@@ -91,16 +91,40 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
     started = time.perf_counter()
     # A test set's lines are its sentences, aligned with the references: each is translated
     # whole (split=False), so a score measures the model, not the segmenter.
-    hyps = translator.translate(sources, beam_size=beam_size, alpha=alpha, progress=progress, split=False)
+    results = translator.translate_detailed(sources, beam_size=beam_size, alpha=alpha, progress=progress,
+                                            split=False)
     seconds = time.perf_counter() - started
+    hyps = [r.text for r in results]
     report = {"checkpoint": str(checkpoint), "sentences": len(sources),
               "decoding": {"engine": translator.engine.name, "beam_size": beam_size, "alpha": alpha,
                            "max_len_a": translator.max_len_a,
                            "max_len_b": translator.max_len_b, "device": device,
                            "bf16": translator.bf16},
               **score(hyps, refs), "decode_seconds": round(seconds, 2),
-              "sentences_per_second": round(len(sources) / max(seconds, 1e-9), 1)}
+              "sentences_per_second": round(len(sources) / max(seconds, 1e-9), 1),
+              "confidence": confidence_report(results, refs)}
     return report, hyps
+
+
+def confidence_report(results, refs: list[list[str]]) -> dict[str, Any]:
+    """How well the model's confidence ranks sentence chrF on this set (Spearman), and, for a
+    calibrated model, the share it flags low and the mean chrF of those and of the rest."""
+    import sacrebleu
+
+    from minitrans.confidence import spearman
+
+    scored = [(r, sacrebleu.sentence_chrf(r.text, ref).score) for r, ref in zip(results, refs) if r.confidence is not None]
+    if len(scored) < 2:
+        return {}
+    rho = spearman([r.confidence for r, _ in scored], [c for _, c in scored])
+    report: dict[str, Any] = {"spearman_chrf": round(rho, 4) if rho == rho else None}  # nan: a constant list
+    if scored[0][0].low_confidence is not None:
+        low = [c for r, c in scored if r.low_confidence]
+        rest = [c for r, c in scored if not r.low_confidence]
+        report.update({"low_share": round(len(low) / len(scored), 4),
+                       "chrf_low": round(sum(low) / len(low), 2) if low else None,
+                       "chrf_rest": round(sum(rest) / len(rest), 2) if rest else None})
+    return report
 
 
 def output_stem(checkpoints: list[str | os.PathLike], label: str, beam: int,

@@ -201,7 +201,7 @@ def _attention_json(t: Translation) -> dict[str, Any]:
 def _translation_json(t: Translation, attention: bool, text: bool = True) -> dict[str, Any]:
     out = {"source": t.source, "translation": t.text, "score": _finite(t.score),
            "nbest": [{"translation": text, "score": _finite(score)} for text, score in t.nbest],
-           "truncated": t.truncated}
+           "truncated": t.truncated, "confidence": t.confidence, "low_confidence": t.low_confidence}
     if attention and t.attention is not None:
         out["attention"] = _attention_json(t)
     elif attention and (not text or not t.sentences):  # an empty input: nothing was decoded

@@ -19,6 +19,7 @@ import torch
 
 from minitrans.checkpoint import load_for_inference
 from minitrans import segment
+from minitrans.confidence import confidence
 from minitrans.cleaning import check_unicode, clean
 from minitrans.engines import open_model
 from minitrans.native_engine import NativeEngine
@@ -48,6 +49,11 @@ class Translation:
     #: The sentences the input was split into, each with its own result (empty when the
     #: input was translated as one sentence, ``split=False``).
     sentences: list["Translation"] = field(default_factory=list)
+    #: The model's geometric-mean probability per output token (:mod:`minitrans.confidence`);
+    #: a text's is its weakest sentence's. None for an empty input.
+    confidence: float | None = None
+    #: Below the threshold ``minitrans calibrate`` stored with the model (None: not calibrated).
+    low_confidence: bool | None = None
 
 
 class Translator:
@@ -228,11 +234,17 @@ class Translator:
         """The language of the inputs, for sentence segmentation (a checkpoint's own, else English)."""
         return getattr(self, "meta", {}).get("data", {}).get("src_lang", "en")
 
+    @property
+    def confidence_threshold(self) -> float | None:
+        """The "low confidence" threshold stored by ``minitrans calibrate`` (None: none)."""
+        return getattr(self, "meta", {}).get("confidence", {}).get("threshold")
+
     @staticmethod
     def _text_result(text: str, seg: segment.Segmented, parts: list[Translation]) -> Translation:
         """One text's result from its sentences' results (see :meth:`translate_detailed`)."""
         if not parts:
             return Translation(text, "", 0.0, [("", 0.0)])
+        flags = [p.low_confidence for p in parts]
         inner = segment.Segmented(seg.sentences, ["", *(_one_line_gap(g) for g in seg.gaps[1:-1]), ""])
         depth = max(len(p.nbest) for p in parts)
         nbest = []
@@ -240,7 +252,9 @@ class Translator:
             picks = [p.nbest[min(k, len(p.nbest) - 1)] for p in parts]
             nbest.append((inner.join([t for t, _ in picks]), sum(s for _, s in picks) / len(picks)))
         result = Translation(text, inner.join([p.text for p in parts]), sum(p.score for p in parts) / len(parts),
-                             nbest, truncated=any(p.truncated for p in parts), sentences=parts)
+                             nbest, truncated=any(p.truncated for p in parts), sentences=parts,
+                             confidence=min(p.confidence for p in parts),
+                             low_confidence=None if None in flags else any(flags))
         if len(parts) == 1:  # one sentence: its pieces and attention are the text's
             result.src_pieces, result.tgt_pieces, result.attention = \
                 parts[0].src_pieces, parts[0].tgt_pieces, parts[0].attention
@@ -280,8 +294,10 @@ class Translator:
         # Byte-fallback pieces could spell a line break: outputs stay one line each, always.
         texts = [clean(t) for t in self.tokenizer.decode([h.tokens for h in hyps])]
         best = hyps[0]
+        sure = confidence(best.logprob, len(best.tokens))
+        cut = self.confidence_threshold
         result = Translation(source, texts[0], best.score, list(zip(texts, (h.score for h in hyps))),
-                             truncated=truncated)
+                             truncated=truncated, confidence=sure, low_confidence=None if cut is None else sure < cut)
         if attention:
             result.src_pieces = self.tokenizer.pieces(src_ids[:-1]) + ["</s>"]
             result.tgt_pieces = self.tokenizer.pieces(best.tokens) + ["</s>"]

@@ -66,14 +66,17 @@ function renderResults() {
       // A paragraph: one clickable span per sentence, for its attention view.
       sentences.forEach((s, j) => {
         const span = document.createElement("span");
-        span.className = "sentence" + (i === chosen[0] && j === chosen[1] ? " chosen" : "");
+        span.className = "sentence" + (i === chosen[0] && j === chosen[1] ? " chosen" : "") +
+          (s.low_confidence ? " low" : "");
         span.textContent = s.translation;
-        span.title = s.source;
+        span.title = s.source + confidenceNote(s);
         span.addEventListener("click", (e) => { e.stopPropagation(); chosen = [i, j]; renderResults(); renderAttention(); });
         best.append(span, " ");
       });
     } else {
       best.textContent = r.translation;
+      if (r.low_confidence) best.classList.add("low");
+      best.title = confidenceNote(r).trim();
     }
     const src = document.createElement("div");
     src.className = "src";
@@ -96,6 +99,13 @@ function renderResults() {
     li.addEventListener("click", () => { chosen = [i, 0]; renderResults(); renderAttention(); });
     list.append(li);
   });
+}
+
+// The model's own confidence, as a tooltip; "low" only for a calibrated model (minitrans calibrate).
+function confidenceNote(r) {
+  if (r.confidence === null || r.confidence === undefined) return "";
+  const low = r.low_confidence ? "low confidence: check this sentence; " : "";
+  return `\n${low}model confidence ${r.confidence.toFixed(2)} (its own probability per word, not a quality guarantee)`;
 }
 
 function fillSelect(select, options, keep) {
