@@ -21,7 +21,9 @@ import warnings
 from pathlib import Path
 
 from minitrans._version import __version__
-from minitrans.errors import CheckpointError, MinitransError, UsageError
+from minitrans.errors import CheckpointError, DataError, MinitransError, UsageError
+from minitrans.formats import FORMATS, format_for
+from minitrans.progress import Progress
 from minitrans.textio import (atomic_output, check_writable, check_writable_folder, is_readable_file, iter_lines,
                               read_lines, same_file)
 
@@ -302,6 +304,12 @@ def cmd_translate(a: argparse.Namespace) -> None:
                              "Write to another file, then rename it.")
     if a.plot_attention:
         check_writable(plot_path(a.plot_attention), "--plot-attention")
+    fmt = format_for(a.format, a.input)
+    if fmt != "text":
+        if a.sentences or a.json or a.nbest > 1 or a.plot_attention or a.no_split:
+            raise UsageError(f"--format {fmt} translates a whole document from --input (or stdin): it takes no "
+                             "sentence arguments, --json, --nbest, --plot-attention or --no-split.")
+        return _translate_document(a, fmt)
     translator = _load_translator(a.checkpoint, a)
     if a.plot_attention and (translator.engine.name != "native" or a.ensemble):
         raise UsageError("--plot-attention needs one native model (a .ckpt, no --ensemble): CTranslate2 and "
@@ -311,11 +319,13 @@ def cmd_translate(a: argparse.Namespace) -> None:
         # A file output appears whole when the command succeeds, and never half-written.
         out = stack.enter_context(atomic_output(a.output)) if a.output else sys.stdout
         plotted = False
-        started, done = time.perf_counter(), 0
+        started, done, words = time.perf_counter(), 0, 0
+        progress = Progress(None, f"translating {a.input or 'the input'}") if a.output else None  # long lines
         for first, chunk in _lines(a):
             want_plot = a.plot_attention is not None and not plotted
             results = translator.translate_detailed(chunk, beam_size=a.beam, alpha=a.alpha, nbest=a.nbest,
-                                                    attention=want_plot, first_line=first, split=not a.no_split)
+                                                    attention=want_plot, first_line=first, split=not a.no_split,
+                                                    progress=progress)
             for number, r in enumerate(results, first):
                 if a.json:
                     out.write(_json_line({"line": number, "source": r.source, "translation": r.text,
@@ -333,6 +343,7 @@ def cmd_translate(a: argparse.Namespace) -> None:
                     out.write(_one_line(r.text) + "\n")
             out.flush()
             done += len(chunk)
+            words += sum(len(line.split()) for line in chunk)
             if a.output and (done > len(chunk) or len(chunk) >= CHUNK_LINES):  # long work shows progress
                 print(f"translated {done} lines ({done / max(time.perf_counter() - started, 1e-9):.1f} lines/s)",
                       file=sys.stderr)
@@ -343,7 +354,40 @@ def cmd_translate(a: argparse.Namespace) -> None:
                     print(f"attention plot: {written}", file=sys.stderr)
                     plotted = True
     if a.output:  # the file appeared only now (atomically): say what went where
-        print(f"wrote {done} translations of {a.input or 'the input'} to {a.output}", file=sys.stderr)
+        seconds = time.perf_counter() - started
+        print(f"wrote {done} translations of {a.input or 'the input'} to {a.output} in {seconds:.1f} s "
+              f"({words / max(seconds, 1e-9):.0f} source words/s)", file=sys.stderr)
+
+
+def _translate_document(a: argparse.Namespace, fmt: str) -> None:
+    """``translate --format html|srt``: the whole document in one batch, markup kept, written
+    atomically (or to stdout)."""
+    from minitrans.formats import translate_document
+
+    if a.input:
+        data = Path(a.input).read_bytes()
+        where = a.input
+    else:
+        data, where = (getattr(sys.stdin, "buffer", None) or sys.stdin).read(), "<stdin>"
+        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    try:
+        document = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{where}: not UTF-8 at byte {err.start}; convert it first (iconv -t utf-8).") from None
+    translator = _load_translator(a.checkpoint, a)
+    progress = Progress(None, f"translating {where}")
+    started = time.perf_counter()
+    out = translate_document(fmt, document, lambda texts: translator.translate(
+        texts, beam_size=a.beam, alpha=a.alpha, progress=progress))
+    seconds = time.perf_counter() - started
+    if a.output:
+        with atomic_output(a.output) as f:
+            f.write(out)
+        words = len(document.split())
+        print(f"wrote {fmt} {a.output}: {progress.done:,} sentences translated in {seconds:.1f} s "
+              f"({words / max(seconds, 1e-9):.0f} source words/s)", file=sys.stderr)
+    else:
+        sys.stdout.write(out)
 
 
 def _json_line(record: dict) -> str:
@@ -377,7 +421,6 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
     """Translate a test set with one or more checkpoints and score BLEU and chrF."""
     from minitrans.engines import load_metadata
     from minitrans.evaluate import eval_sets, evaluate_checkpoint, load_eval_data, output_stem, write_outputs
-    from minitrans.progress import Progress
     from minitrans.search import check_decoding
 
     check_decoding(a.beam, a.alpha)
@@ -431,7 +474,6 @@ def cmd_calibrate(a: argparse.Namespace) -> None:
     from minitrans.confidence import calibrate
     from minitrans.engines import load_metadata
     from minitrans.evaluate import eval_sets, load_eval_data
-    from minitrans.progress import Progress
     from minitrans.search import check_decoding
     from minitrans.translate import Translator
 
@@ -642,6 +684,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--input", "-i", help="text file: each line is translated sentence by sentence, one line out per "
                                          "line in")
+    p.add_argument("--format", default="auto", choices=["auto", *FORMATS],
+                   help="auto: by the --input file's extension (.html/.htm, .srt; anything else is text, line by line)")
     p.add_argument("--no-split", action="store_true",
                    help="translate each line as one sentence (no sentence splitting), as evaluate does")
     p.add_argument("--output", "-o", help="write translations here instead of stdout")

@@ -14,7 +14,7 @@ from typing import TextIO
 class Progress:
     """Counts sentences done and reports them to ``stream`` (stderr) now and then."""
 
-    def __init__(self, total: int, what: str, every_s: float = 10.0, stream: TextIO | None = None):
+    def __init__(self, total: int | None, what: str, every_s: float = 10.0, stream: TextIO | None = None):
         self.total, self.what, self.every_s = total, what, every_s
         self.stream = stream
         self.done = 0
@@ -26,5 +26,6 @@ class Progress:
         if now - self._last >= self.every_s:
             self._last = now
             rate = self.done / max(now - self.started, 1e-9)
-            print(f"{self.what}: {self.done:,}/{self.total:,} sentences ({rate:.1f} sent/s)",
+            of = f"/{self.total:,}" if self.total is not None else ""
+            print(f"{self.what}: {self.done:,}{of} sentences ({rate:.1f} sent/s)",
                   file=self.stream or sys.stderr, flush=True)

@@ -229,7 +229,7 @@ FLAGS: dict[str, list[str]] = {
     "test": [],
     "prepare": ["--config", "--help", "-h"],
     "translate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--device", "--engine", "--ensemble",
-        "--head", "--help", "--input", "--int8", "--json", "--layer", "--model", "--nbest", "--no-split", "--output",
+        "--format", "--head", "--help", "--input", "--int8", "--json", "--layer", "--model", "--nbest", "--no-split", "--output",
         "--plot-attention", "--workers", "-c", "-h", "-i", "-m", "-o"],
     "evaluate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--data-dir", "--dataset", "--device",
         "--engine", "--ensemble", "--help", "--int8", "--model", "--output-dir", "--ref", "--split",
