@@ -685,7 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", "-i", help="text file: each line is translated sentence by sentence, one line out per "
                                          "line in")
     p.add_argument("--format", default="auto", choices=["auto", *FORMATS],
-                   help="auto: by the --input file's extension (.html/.htm, .srt; anything else is text, line by line)")
+                   help="auto: by the --input file's extension (.html/.htm, .md, .srt; anything else is text, line by line)")
     p.add_argument("--no-split", action="store_true",
                    help="translate each line as one sentence (no sentence splitting), as evaluate does")
     p.add_argument("--output", "-o", help="write translations here instead of stdout")

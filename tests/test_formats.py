@@ -232,8 +232,8 @@ def test_not_subtitles_is_one_clear_error():
 
 
 def test_the_format_comes_from_the_extension():
-    assert [format_for("auto", p) for p in ("a.html", "b.HTM", "c.srt", "d.txt", "e")] == \
-        ["html", "html", "srt", "text", "text"]
+    assert [format_for("auto", p) for p in ("a.html", "b.HTM", "c.srt", "d.txt", "e", "f.md")] == \
+        ["html", "html", "srt", "text", "text", "markdown"]
     assert format_for("srt", "a.html") == "srt"
 
 
@@ -247,5 +247,91 @@ def test_cli_translates_documents(capsys, tmp_path, trained_checkpoint):
     assert skeleton((tmp_path / "page.fr.html").read_text(encoding="utf-8")).items == skeleton(PAGE).items
     code, out, _ = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", subs, "--beam", "2")
     assert code == 0 and _srt_skeleton(out) == _srt_skeleton(SUBTITLES)
+    notes = tmp_path / "notes.md"
+    notes.write_text(NOTES, encoding="utf-8")
+    code, out, _ = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", notes, "--beam", "2")
+    assert code == 0 and md_skeleton(out) == md_skeleton(NOTES)
     code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", page, "--json")
     assert code == 2 and "--format html" in err and len(err.splitlines()) == 1
+
+
+NOTES = """# Notes on `minitrans`
+
+A para with **bold**, *emphasis* and `code x` and [a link](http://x.y/z "t"). See https://example.com/a.
+Second line of the same paragraph.
+
+> A quoted sentence.
+> Another one.
+
+1. First item.
+2. Second item with ![an image](img.png "The title").
+   - A nested item.
+
+| Column A | Column B |
+|---|:---:|
+| The cat eats. | A dog. |
+
+```python
+print("The cat eats.")  # never translated
+```
+
+    indented code stays
+
+<div class="raw">An HTML block stays.</div>
+
+Setext title
+============
+
+***
+"""
+
+
+def md_skeleton(document: str) -> list:
+    """Block structure, code and HTML blocks, link targets and image sources, in order."""
+    from markdown_it import MarkdownIt
+
+    out = []
+    for token in MarkdownIt("commonmark").enable("table").parse(document):
+        if token.type in ("fence", "code_block", "html_block"):
+            out.append((token.type, token.content))
+        elif token.type == "inline":
+            out += [(child.type, child.attrs.get("href"), child.attrs.get("src"), child.content if child.type in
+                     ("code_inline", "html_inline") else None)
+                    for child in token.children or [] if child.type not in ("text", "softbreak")]
+        else:
+            out.append((token.type, token.markup, token.info))
+    return out
+
+
+def test_markdown_keeps_its_markup_and_identity_is_exact():
+    from minitrans.formats import markdown as md_format
+
+    assert md_format.translate(NOTES, lambda texts: texts) == NOTES
+    out = md_format.translate(NOTES, shout)
+    assert md_skeleton(out) == md_skeleton(NOTES)
+    assert 'print("The cat eats.")  # never translated' in out and "    indented code stays" in out
+    assert "`code x`" in out and "https://example.com/a" in out and "(http://x.y/z \"t\")" in out
+    assert "«THE CAT EATS. ET PLUS»" in out and len(out.splitlines()) == len(NOTES.splitlines())
+
+
+@st.composite
+def markdown_documents(draw):
+    words = st.sampled_from(["The", "cat", "eats.", "A", "dog", "runs!", "Dr.", "Smith", "3.5", "well...",
+                             "`code`", "**bold**", "*it*", "[link](http://a.b/c)", "https://x.org/y"])
+    line = st.lists(words, min_size=1, max_size=6).map(" ".join)
+    blocks = []
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.integers(0, 5))
+        text = draw(line)
+        blocks.append({0: f"# {text}", 1: f"- {text}\n- {draw(line)}", 2: f"> {text}",
+                       3: f"```\n{text}\n```", 4: f"| {text} | x |\n|---|---|\n| {draw(line)} | y |"}.get(kind, text))
+    return "\n\n".join(blocks) + "\n"
+
+
+@settings(max_examples=100, deadline=None)
+@given(markdown_documents())
+def test_generated_markdown_keeps_its_skeleton_and_identity_is_exact(document):
+    from minitrans.formats import markdown as md_format
+
+    assert md_format.translate(document, lambda texts: texts) == document
+    assert md_skeleton(md_format.translate(document, shout)) == md_skeleton(document)

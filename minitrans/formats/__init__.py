@@ -19,9 +19,11 @@ from minitrans.errors import UsageError
 TranslateTexts = Callable[[list[str]], list[str]]
 
 #: Format name -> the module that translates it (None: line by line, the default path).
-FORMATS: dict[str, str | None] = {"text": None, "html": "minitrans.formats.html", "srt": "minitrans.formats.srt"}
+FORMATS: dict[str, str | None] = {"text": None, "html": "minitrans.formats.html", "markdown": "minitrans.formats.markdown",
+                                  "srt": "minitrans.formats.srt"}
 #: File extensions (lower case) and their formats; any other is plain text.
-EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".srt": "srt"}
+EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".md": "markdown", ".markdown": "markdown",
+              ".srt": "srt"}
 
 
 def format_for(name: str | None, path: str | os.PathLike | None) -> str:

@@ -28,6 +28,7 @@ from html.parser import HTMLParser
 from minitrans import segment
 from minitrans.errors import DataError
 from minitrans.formats import TranslateTexts
+from minitrans.formats.inline import put_back
 
 INLINE = {"a", "abbr", "b", "bdi", "bdo", "cite", "data", "del", "dfn", "em", "font", "i", "ins", "label", "mark",
           "q", "s", "small", "span", "strong", "sub", "sup", "time", "u", "var"}
@@ -199,58 +200,17 @@ def _assemble(plan: list, translate_texts: TranslateTexts) -> str:
             out.append("".join(pieces) + raw[last:])
         elif i in split_blocks:
             seg, first = split_blocks[i]
-            out.append(_block_out(item, seg, done[first:first + len(seg.sentences)]))
+            out.append(put_back(item.items, seg, done[first:first + len(seg.sentences)], _escape))
             at = first + len(seg.sentences)
         else:  # whitespace and markup only
             out.append("".join(v if k == "tag" else html.escape(v, quote=False) for k, v in item.items))
     return "".join(out)
 
 
+def _escape(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
 def _unquoted(text: str) -> str:
     """An attribute value that was unquoted, quoted now if its translation needs it."""
     return f'"{html.escape(text)}"' if re.search(r"[\s\"'=<>`]", text) or not text else html.escape(text)
-
-
-def _block_out(block: _Block, seg: segment.Segmented, translations: list[str]) -> str:
-    """A block's translation with its inline tags put back (see the module's docstring)."""
-    sentences = []  # (start, end) in the block's text, start in the output, translation
-    text_at = out_at = 0
-    for gap, sentence, trans in zip(seg.gaps, seg.sentences, translations):
-        text_at, out_at = text_at + len(gap), out_at + len(gap)  # gaps are written as they are
-        sentences.append((text_at, text_at + len(sentence), out_at, trans))
-        text_at, out_at = text_at + len(sentence), out_at + len(trans)
-    output_text = seg.join(translations)
-
-    def output_position(pos: int, closing: bool) -> int:
-        before_in = before_out = 0  # where the gap before the next sentence starts
-        for start, end, out_start, trans in sentences:
-            if pos < start:
-                return before_out + pos - before_in
-            if pos <= end:
-                if pos == start or pos == end:
-                    return out_start + (len(trans) if pos == end else 0)
-                return out_start + _snap(trans, (pos - start) / (end - start), closing)
-            before_in, before_out = end, out_start + len(trans)
-        return before_out + pos - before_in
-
-    result, last, position = [], 0, 0
-    for kind, value in block.items:
-        if kind == "text":
-            position += len(value)
-            continue
-        where = max(output_position(position, value.startswith("</")), last)  # tags keep their order
-        result += [html.escape(output_text[last:where], quote=False), value]
-        last = where
-    result.append(html.escape(output_text[last:], quote=False))
-    return "".join(result)
-
-
-def _snap(text: str, share: float, closing: bool) -> int:
-    """The word boundary of ``text`` nearest to ``share`` of its length: the end of a word for a
-    closing tag, the start of one for an opening tag."""
-    target = share * len(text)
-    if closing:
-        candidates = [m.start() for m in re.finditer(r"\s", text)] + [len(text)]
-    else:
-        candidates = [0] + [m.end() for m in re.finditer(r"\s", text)]
-    return min(candidates, key=lambda c: abs(c - target))

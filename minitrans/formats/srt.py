@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from minitrans import segment
 from minitrans.errors import DataError
 from minitrans.formats import TranslateTexts
+from minitrans.formats.inline import wrap
 
 _TIMING = re.compile(r"^\s*\d+:\d{2}:\d{2}[,.]\d{1,3}\s*-->\s*\d+:\d{2}:\d{2}[,.]\d{1,3}")
 
@@ -81,7 +82,7 @@ def translate(document: str, translate_texts: TranslateTexts) -> str:
     out = [preamble]
     for cue, parts in zip(cues, per_cue):
         out += cue.head
-        wrapped = _wrap(" ".join(parts), len(cue.lines))
+        wrapped = wrap(" ".join(parts), len(cue.lines), [len(line) + 1 for line in cue.lines])
         out += [line + end for line, end in zip(wrapped, cue.ends)]
         out += cue.tail
     return "".join(out)
@@ -107,23 +108,3 @@ def _split_words(text: str, weights: list[int]) -> list[str]:
         parts.append(" ".join(words[last:cut]))
         last = cut
     return parts
-
-
-def _wrap(text: str, n_lines: int) -> list[str]:
-    """``text`` over ``n_lines`` lines of about equal length (words kept whole), or over fewer
-    when it has fewer words: a blank line would end the cue. A cue left with no word at all
-    (its sentence's translation had fewer words than the cues it spans) reads "…"."""
-    words = text.split() or ["…"]
-    n_lines = min(n_lines, len(words))
-    text = " ".join(words)
-    if n_lines <= 1:
-        return [text]
-    ends = [len(" ".join(words[:j])) for j in range(len(words) + 1)]  # where a line ending after word j ends
-    lines, previous = [], 0
-    for k in range(1, n_lines):  # each line gets a word or more, the cuts as near equal lengths as they go
-        target = len(text) * k / n_lines
-        cut = min(range(previous + 1, len(words) - (n_lines - k) + 1), key=lambda j: abs(ends[j] - target))
-        lines.append(" ".join(words[previous:cut]))
-        previous = cut
-    lines.append(" ".join(words[previous:]))
-    return lines

@@ -1,0 +1,103 @@
+"""Text with inline markup: its sentences translated, the markup put back by position.
+
+Used by the document formats for a block of text that holds inline markup (HTML's ``<b>``,
+``<a>``; Markdown's ``**``, links, code spans). The markup is not sent to the model; the
+block's text is split into sentences, and each piece of markup inside a sentence goes to the
+same relative position of that sentence's translation, snapped to a word boundary (an opening
+piece before a word, a closing one after a word), in its original order. This is position, not
+word alignment: the markup's order and nesting are always kept, the words it surrounds may
+differ. Markup between sentences stays exactly between them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from minitrans import segment
+
+#: ("text", decoded text) or markup written as it is: ("open", m) or ("close", m) when its side is
+#: known, ("tag", m) to let ``closing`` decide; in document order.
+Items = list[tuple[str, str]]
+
+
+def text_of(items: Items) -> str:
+    """The text a reader sees: the text items joined."""
+    return "".join(v for k, v in items if k == "text")
+
+
+def put_back(items: Items, seg: segment.Segmented, translations: list[str],
+             escape: Callable[[str], str] = lambda t: t, closing: Callable[[str], bool] | None = None) -> str:
+    """The items with ``seg`` (the split of :func:`text_of`) translated, the markup in place.
+    ``escape`` is applied to text written out; ``closing(markup)`` says whether a piece ends a
+    span (default: it starts with ``</``)."""
+    is_closing = closing or (lambda raw: raw.startswith("</"))
+    sentences = []  # (start, end) in the block's text, start in the output, translation
+    text_at = out_at = 0
+    for gap, sentence, trans in zip(seg.gaps, seg.sentences, translations):
+        text_at, out_at = text_at + len(gap), out_at + len(gap)  # gaps are written as they are
+        sentences.append((text_at, text_at + len(sentence), out_at, trans))
+        text_at, out_at = text_at + len(sentence), out_at + len(trans)
+    output_text = seg.join(translations)
+
+    def output_position(pos: int, ends_span: bool) -> int:
+        before_in = before_out = 0  # where the gap before the next sentence starts
+        for start, end, out_start, trans in sentences:
+            if pos < start:
+                return before_out + pos - before_in
+            if pos <= end:
+                if pos == start or pos == end:
+                    return out_start + (len(trans) if pos == end else 0)
+                return out_start + snap(trans, (pos - start) / (end - start), ends_span)
+            before_in, before_out = end, out_start + len(trans)
+        return before_out + pos - before_in
+
+    result, last, position = [], 0, 0
+    for kind, value in items:
+        if kind == "text":
+            position += len(value)
+            continue
+        ends_span = kind == "close" or (kind == "tag" and is_closing(value))
+        where = max(output_position(position, ends_span), last)  # markup keeps its order
+        result += [escape(output_text[last:where]), value]
+        last = where
+    result.append(escape(output_text[last:]))
+    return "".join(result)
+
+
+def snap(text: str, share: float, closing: bool) -> int:
+    """The word boundary of ``text`` nearest to ``share`` of its length: the end of a word
+    (before its trailing punctuation) for a closing piece, the start of one for an opening one."""
+    target = share * len(text)
+    if closing:  # after a word, or after it and its punctuation
+        candidates = [m.end() for m in re.finditer(r"\w+", text)] + [m.start() for m in re.finditer(r"\s", text)]
+        candidates.append(len(text))
+    else:  # before a word, or before its opening punctuation
+        candidates = [m.start() for m in re.finditer(r"(?<!\w)\w", text)] + [m.end() for m in re.finditer(r"\s", text)]
+        candidates.append(0)
+    return min(candidates, key=lambda c: abs(c - target))
+
+
+def wrap(text: str, n_lines: int, weights: list[int] | None = None) -> list[str]:
+    """``text`` over ``n_lines`` lines (words kept whole), cut where the ``weights`` (the
+    original lines' lengths; default equal) put the breaks, or over fewer lines when it has
+    fewer words (a blank line would end an SRT cue or a Markdown paragraph). Text with no word
+    at all reads "…" (an SRT cue's part of a sentence whose translation had fewer words than
+    the cues it spans)."""
+    words = text.split() or ["…"]
+    n_lines = min(n_lines, len(words))
+    text = " ".join(words)
+    if n_lines <= 1:
+        return [text]
+    weights = (weights or [1] * n_lines)[:n_lines]
+    total = sum(weights) or n_lines
+    ends = [len(" ".join(words[:j])) for j in range(len(words) + 1)]  # where a line ending after word j ends
+    lines, previous, running = [], 0, 0
+    for k in range(1, n_lines):  # each line gets a word or more
+        running += weights[k - 1]
+        target = len(text) * running / total
+        cut = min(range(previous + 1, len(words) - (n_lines - k) + 1), key=lambda j: abs(ends[j] - target))
+        lines.append(" ".join(words[previous:cut]))
+        previous = cut
+    lines.append(" ".join(words[previous:]))
+    return lines
