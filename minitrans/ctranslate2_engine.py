@@ -4,7 +4,9 @@ checks). :mod:`minitrans.ctranslate2_export` writes it.
 
 CTranslate2 conventions and how they are mapped:
 
-* minitrans passes its own eos-terminated pieces (the export sets ``add_source_eos`` off)
+* the export sets ``add_source_eos`` (CTranslate2 appends ``</s>``, so a plain CTranslate2
+  caller gets minitrans's output); minitrans passes its pieces without it (with it, to an
+  export of before 2026-12 whose ``config.json`` says ``add_source_eos: false``)
   and decoding starts from ``<s>``, as in minitrans;
 * ``min_decoding_length=0``: minitrans allows an immediate ``</s>`` (CTranslate2's default
   of 1 forbids it);
@@ -149,6 +151,7 @@ class CTranslate2Engine:
         self.pieces = tokenizer.pieces(range(tokenizer.vocab_size))
         self.ids = {piece: i for i, piece in enumerate(self.pieces)}
         self.device = torch.device(device)
+        self.adds_eos = _adds_source_eos(self.path)
 
     def parameter_count(self) -> int:
         """The native model's count for this config (built on the meta device: no memory, no
@@ -177,7 +180,8 @@ class CTranslate2Engine:
             if limit == 1:
                 continue
             calls.append((members, self.translator.translate_batch(
-                [[self.pieces[t] for t in sources[i]] for i in members], asynchronous=True,
+                [[self.pieces[t] for t in (sources[i][:-1] if self.adds_eos else sources[i])] for i in members],
+                asynchronous=True,
                 beam_size=beam_size, num_hypotheses=beam_size, length_penalty=NEUTRAL_PENALTY,
                 max_decoding_length=limit - 1, min_decoding_length=0, return_end_token=True, return_scores=True,
                 suppress_sequences=[[self.pieces[PAD_ID]], [self.pieces[BOS_ID]]], max_input_length=0,
@@ -197,6 +201,14 @@ class CTranslate2Engine:
             if progress is not None:
                 progress(len(members))
         return results
+
+
+def _adds_source_eos(path: Path) -> bool:
+    """Whether CTranslate2 appends ``</s>`` to sources for this export (its ``config.json``)."""
+    try:
+        return bool(json.loads((path / "config.json").read_text(encoding="utf-8")).get("add_source_eos", False))
+    except (OSError, ValueError):
+        return False
 
 
 def load_export(path: str | os.PathLike, device: str = "cpu", compute_type: str = "default",

@@ -104,7 +104,9 @@ def build_spec(model, tokenizer):
     projection = model.tgt_embed.weight if model.output_proj is None else model.output_proj.weight
     dec.projection.weight = _array(projection)  # (V, D), no bias
     spec.config.layer_norm_epsilon = config.layer_norm_eps
-    spec.config.add_source_eos = False  # the engine passes minitrans's own eos-terminated pieces
+    # CTranslate2 appends </s> to the source itself, so a plain caller's
+    # translate_batch(sp.encode(text, out_type=str)) gets what minitrans gets (issue #27).
+    spec.config.add_source_eos = True
     pieces = tokenizer.pieces(range(tokenizer.vocab_size))
     spec.register_source_vocabulary(pieces)
     spec.register_target_vocabulary(pieces)

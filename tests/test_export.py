@@ -67,6 +67,34 @@ def test_both_engines_report_progress_for_every_sentence(native, ct2, beam):
         assert progress.done == len(SENTENCES) and lines and lines[-1].startswith(f"test: {len(SENTENCES)}/"), lines
 
 
+def test_a_plain_ctranslate2_caller_gets_minitrans_output(exported, native):
+    """Tried as a new user would (issue #27): ``ctranslate2.Translator(dir).translate_batch`` on
+    SentencePiece pieces, no ``</s>`` appended by hand, gives minitrans's greedy output."""
+    import json
+
+    import sentencepiece as spm
+
+    assert json.loads((exported / "config.json").read_text())["add_source_eos"] is True
+    sp = spm.SentencePieceProcessor(model_file=str(exported / "sentencepiece.model"))
+    sentences = [s for s in SENTENCES if s.strip()]
+    plain = ctranslate2.Translator(str(exported)).translate_batch(sp.encode(sentences, out_type=str), beam_size=1)
+    theirs = [sp.decode(r.hypotheses[0]) for r in plain]
+    ours = native.translate(sentences, beam_size=1, split=False)
+    assert theirs == ours
+
+
+def test_an_older_export_without_source_eos_still_translates(trained_checkpoint, native, tmp_path):
+    """Exports written before add_source_eos (config.json says false) get the eos from minitrans."""
+    import json
+
+    folder = export_ctranslate2(trained_checkpoint, tmp_path / "old")
+    config = json.loads((folder / "config.json").read_text())
+    config["add_source_eos"] = False
+    (folder / "config.json").write_text(json.dumps(config))
+    sentences = [s for s in SENTENCES if s.strip()][:10]
+    assert Translator.from_export(folder).translate(sentences, beam_size=1) == native.translate(sentences, beam_size=1)
+
+
 def test_beam_output_is_identical_with_gnmt_ranking(native, ct2):
     for alpha in (0.0, 1.0):
         ours = native.translate_detailed(SENTENCES, beam_size=4, alpha=alpha, nbest=2)
@@ -108,7 +136,7 @@ def test_the_folder_carries_vocabulary_tokenizer_and_metadata(exported, native):
     assert vocab[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
     config = json.loads((exported / "config.json").read_text())
     assert config["layer_norm_epsilon"] == native.config.layer_norm_eps
-    assert config["add_source_eos"] is False and config["decoder_start_token"] == "<s>"
+    assert config["add_source_eos"] is True and config["decoder_start_token"] == "<s>"  # plain callers get our output
     meta = json.loads((exported / META_FILE).read_text())
     assert meta["model_config"] == native.config.to_dict()
     assert meta["data"] == native.meta["data"]
