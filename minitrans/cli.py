@@ -535,7 +535,8 @@ def cmd_serve(a: argparse.Namespace) -> None:
         raise UsageError(f"--port must lie in 1..65535, got {a.port}.")
     settings = ServerSettings(max_sentences=a.max_sentences, max_chars=a.max_chars, max_queue=a.max_queue,
                               batching=not a.no_batching, batch_wait_ms=a.batch_wait_ms, timeout_s=a.timeout,
-                              beam=a.beam, alpha=a.alpha, max_attention_values=a.max_attention_values)
+                              beam=a.beam, alpha=a.alpha, max_attention_values=a.max_attention_values,
+                              cors_origins=tuple(a.cors_origin or ()))
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("Serving on %s: reachable from other machines. minitrans has no authentication.", a.host)
     check_port(a.host, a.port)  # before the model loads: a port in use is one line, not uvicorn's traceback
@@ -741,6 +742,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-wait-ms", type=float, default=limits.batch_wait_ms,
                    help="how long to gather concurrent requests (default %(default)s)")
     p.add_argument("--no-batching", action="store_true", help="decode each request on its own")
+    p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
+                   help="let browser pages from ORIGIN call the API (CORS; repeat it; * for any; default: none)")
     p.add_argument("--timeout", type=float, default=limits.timeout_s,
                    help="seconds before a request gets 504 and its decoding stops; shutdown waits this long plus "
                         "5 s for requests in flight (default %(default)s)")

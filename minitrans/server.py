@@ -282,6 +282,35 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
     def model() -> dict[str, Any]:
         return info
 
+    async def decode(texts: list[str], beam: int, nbest: int, request) -> list[Translation]:
+        """Texts through the batching worker, for the routes of other APIs (LibreTranslate's)."""
+        from minitrans.libretranslate import LibreTranslateError
+
+        worker: BatchingWorker = state["worker"]
+        try:
+            job = worker.submit(texts, (beam, settings.alpha, nbest, False, True), asyncio.get_running_loop())
+        except QueueFull:
+            raise LibreTranslateError(503, f"the server is busy ({worker.pending} sentences queued); retry shortly",
+                                      {"Retry-After": "1"}) from None
+        try:
+            outcome = await _answer(job, request, settings.timeout_s)
+        except HTTPException as err:
+            raise LibreTranslateError(err.status_code, str(err.detail)) from None
+        if outcome is None:
+            raise LibreTranslateError(499, "client closed the request")
+        return outcome[0]
+
+    from minitrans import libretranslate
+
+    data = translator.meta.get("data", {})
+    libretranslate.add_routes(app, data.get("src_lang", "en"), data.get("tgt_lang", "fr"), settings.max_chars,
+                              settings.max_sentences, settings.beam, decode)
+    if settings.cors_origins:  # opt-in: the server binds loopback by default
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["*"])
+
     @app.post("/v1/translate", response_model=TranslateResponse, response_model_exclude_unset=True,
               responses=ERROR_RESPONSES)
     async def translate(body: TranslateRequest, request: Request):

@@ -27,6 +27,8 @@ class ServerSettings:
         max_attention_values: Attention weights one request may ask for, counted as
             ``layers × (heads + 1) × target × source`` numbers at the longest output the length
             limit allows (~8 bytes of JSON each: the default is ~30 MB); beyond it 413.
+        cors_origins: Origins whose browser pages may call the API (CORS; none by default,
+            ``*`` for any).
 
     Each field is checked here (a :class:`UsageError` naming its flag), so the command line
     and the Python API share one set of rules and one set of defaults.
@@ -42,6 +44,7 @@ class ServerSettings:
     beam: int = DEFAULT_BEAM
     alpha: float = DEFAULT_ALPHA
     max_attention_values: int = 4_000_000
+    cors_origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("max_sentences", "max_chars", "max_queue", "batch_sentences", "max_attention_values"):

@@ -238,7 +238,7 @@ FLAGS: dict[str, list[str]] = {
         "--help", "--int8", "--model", "--output", "--ref", "--share", "--split", "--src", "--workers", "-c", "-h", "-m",
         "-o"],
     "average": ["--checkpoint", "--help", "--model", "--output", "-c", "-h", "-m", "-o"],
-    "serve": ["--alpha", "--batch-wait-ms", "--beam", "--bf16", "--checkpoint", "--device", "--engine",
+    "serve": ["--alpha", "--batch-wait-ms", "--beam", "--bf16", "--checkpoint", "--cors-origin", "--device", "--engine",
         "--help", "--host", "--int8", "--max-attention-values", "--max-chars", "--max-queue",
         "--max-sentences", "--model", "--no-batching", "--port", "--timeout", "--workers", "-c", "-h", "-m"],
     "export": ["--checkpoint", "--force", "--format", "--help", "--model", "--output", "--quantization", "-c", "-h",

@@ -1,0 +1,235 @@
+"""LibreTranslate-compatible endpoints, beside ``/v1``: the API that libretranslatepy, the
+Discourse and Nextcloud integrations and LibreTranslate's own clients speak.
+
+``POST /translate``, ``GET /languages``, ``POST /detect`` and ``GET /frontend/settings``, with
+LibreTranslate's parameters (from a JSON body, or from the query string and form fields merged,
+urlencoded or multipart) and its error shape, ``{"error": "..."}`` (400 for bad input, 503 with
+``Retry-After`` when the queue is full, 504 past the server's timeout); never FastAPI's 422
+shape. Decoding goes through the server's batching worker (its limits, batching, cancellation
+and shutdown apply), texts are split into sentences and put back like ``/v1``'s, and
+``format=html`` keeps the markup (:mod:`minitrans.formats.html`). Unlike LibreTranslate, the
+output is not rewritten: no final punctuation copied from the source, no lower-casing, no HTML
+unescaping in text mode. ``api_key`` is accepted and ignored (no keys are configured).
+Language detection (``source=auto``, ``/detect``) is ``py3langid`` restricted to the languages
+the server knows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from functools import lru_cache
+from typing import Any, Awaitable, Callable
+
+NAMES = {"en": "English", "fr": "French"}
+
+#: decode(texts, beam, nbest, request) -> one Translation per text, through the server's worker.
+Decode = Callable[[list[str], int, int, Any], Awaitable[list]]
+
+
+class LibreTranslateError(Exception):
+    """An answer of LibreTranslate's shape: ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+@lru_cache(maxsize=None)
+def _identifier(languages: tuple[str, ...]):
+    import os
+
+    import py3langid
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    identifier = LanguageIdentifier.from_modelpath(os.path.join(os.path.dirname(py3langid.__file__), MODEL_FILE),
+                                                   norm_probs=True)
+    identifier.set_languages(list(languages))
+    return identifier
+
+
+def detect(text: str, languages: tuple[str, ...]) -> list[dict[str, Any]]:
+    """LibreTranslate's detection answer: candidates, best first, confidence in percent."""
+    if len(languages) == 1:
+        return [{"confidence": 100.0, "language": languages[0]}]
+    ranked = _identifier(languages).rank(text)
+    return [{"confidence": round(100 * float(p), 1), "language": lang} for lang, p in ranked]
+
+
+def request_body(source: str, target: str, char_limit: int, max_texts: int, with_languages: bool = True) -> dict:
+    """The OpenAPI ``requestBody`` of a route: what it accepts, stated so that clients and
+    schemathesis (``tests/test_api_fuzz.py``) know it. Unknown fields are accepted and ignored,
+    as LibreTranslate does."""
+    text = {"type": "string", "minLength": 1, "maxLength": char_limit}
+    q = {"anyOf": [text, {"type": "array", "maxItems": max_texts, "items": {"type": "string", "maxLength": char_limit}}],
+         "description": "a text, or a list of texts (answers in the same shape)"}
+    fields: dict[str, Any] = {"q": q, "api_key": {"type": "string", "description": "accepted and ignored"}}
+    if with_languages:
+        fields.update({
+            "source": {"type": "string", "enum": [source],
+                       "description": f"{source}, or auto: detect it (400 when the text is in another language)"},
+            "target": {"type": "string", "enum": [target]},
+            "format": {"type": "string", "enum": ["text", "html"], "default": "text"},
+            "alternatives": {"type": "integer", "minimum": 0, "maximum": 15, "default": 0,
+                             "description": "n further translations of each text"}})
+    required = ["q", "source", "target"] if with_languages else ["q"]
+    form = {**fields, "q": text}
+    if "alternatives" in form:
+        form["alternatives"] = {"type": "integer", "minimum": 0, "maximum": 15}
+    return {"required": True, "content": {
+        "application/json": {"schema": {"type": "object", "properties": fields, "required": required}},
+        "application/x-www-form-urlencoded": {"schema": {"type": "object", "properties": form,
+                                                         "required": required}}}}
+
+
+async def parameters(request) -> dict[str, Any]:
+    """The request's parameters: a JSON body, or the query string and form fields merged."""
+    params: dict[str, Any] = dict(request.query_params)
+    if request.method == "GET":
+        return params
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "application/json":
+        body = await request.body()
+        try:
+            data = json.loads(body) if body.strip() else {}
+        except (ValueError, UnicodeDecodeError) as err:
+            raise LibreTranslateError(400, f"Invalid JSON: {err}") from None
+        if not isinstance(data, dict):
+            raise LibreTranslateError(400, "Invalid request: the JSON body must be an object")
+        for name in ("source", "target", "format", "api_key"):  # JSON says its types: hold it to them
+            if name in data and not isinstance(data[name], str):
+                raise LibreTranslateError(400, f"Invalid request: {name} must be a string")
+        n = data.get("alternatives", 0)
+        if isinstance(n, bool) or not (isinstance(n, int) or isinstance(n, float) and n.is_integer()):
+            raise LibreTranslateError(400, "Invalid request: alternatives must be a whole number")  # 2.0 is one
+        if "alternatives" in data:
+            data["alternatives"] = int(n)
+        params.update(data)
+    elif kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        try:
+            form = await request.form()
+        except Exception as err:  # a malformed multipart body
+            raise LibreTranslateError(400, f"Invalid request: cannot read the form ({err})") from None
+        params.update({k: v for k, v in form.items() if isinstance(v, str)})
+    return params
+
+
+def add_routes(app, source: str, target: str, char_limit: int, max_texts: int, default_beam: int,
+               decode: Decode) -> None:
+    """Register the LibreTranslate routes on ``app`` for one direction ``source``→``target``."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
+    from minitrans.formats import html as html_format
+
+    known = tuple(sorted({source, target}))
+    errors = {400: {"description": "bad input: {\"error\": \"...\"}"},
+              503: {"description": "the queue is full; retry after Retry-After seconds"},
+              504: {"description": "no answer within the server's timeout"}}
+
+    def answer(handler):
+        async def run(request: Request):
+            try:
+                return await handler(request)
+            except LibreTranslateError as err:
+                return JSONResponse({"error": err.message}, status_code=err.status, headers=err.headers)
+        run.__name__, run.__doc__ = handler.__name__, handler.__doc__
+        run.__annotations__ = {"request": Request}  # the class itself: FastAPI reads it to pass the request
+        return run
+
+    def texts_of(params: dict[str, Any]) -> tuple[list[str], bool]:
+        q = params.get("q")
+        if q is None or q == "":
+            raise LibreTranslateError(400, "Invalid request: missing q parameter")
+        single = isinstance(q, str)
+        texts = [q] if single else q
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise LibreTranslateError(400, "Invalid request: q must be a string or a list of strings")
+        if len(texts) > max_texts:
+            raise LibreTranslateError(400, f"Invalid request: {len(texts)} texts; the limit is {max_texts}")
+        for text in texts:
+            if len(text) > char_limit:
+                raise LibreTranslateError(400, f"Invalid request: request ({len(text)}) exceeds text limit "
+                                               f"({char_limit})")
+            if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+                raise LibreTranslateError(400, "Invalid request: q holds an unpaired surrogate (invalid Unicode)")
+        return texts, single
+
+    @app.post("/translate", responses=errors, tags=["LibreTranslate"],
+              openapi_extra={"requestBody": request_body(source, target, char_limit, max_texts)})
+    @answer
+    async def translate(request: Request):
+        """LibreTranslate's translate: q, source (or auto), target, format, alternatives, api_key."""
+        params = await parameters(request)
+        texts, single = texts_of(params)
+        src, tgt = str(params.get("source", "")).lower(), str(params.get("target", "")).lower()
+        fmt = str(params.get("format", "text")).lower()
+        if fmt not in ("text", "html"):
+            raise LibreTranslateError(400, f"Invalid request: format {fmt!r}; use text or html")
+        try:
+            alternatives = int(params.get("alternatives", 0) or 0)
+        except (TypeError, ValueError):
+            raise LibreTranslateError(400, "Invalid request: alternatives must be a whole number") from None
+        if not 0 <= alternatives <= 15:
+            raise LibreTranslateError(400, "Invalid request: alternatives must be between 0 and 15")
+        detected = None
+        if src == "auto":
+            detected = [detect(t, known)[0] for t in texts]
+            wrong = next((d["language"] for d in detected if d["language"] != source), None)
+            if wrong is not None:
+                raise LibreTranslateError(400, f"{NAMES.get(wrong, wrong)} ({wrong}) was detected; this server "
+                                               f"translates {source} to {target} only")
+        elif src != source:
+            raise LibreTranslateError(400, f"{src or 'source'} is not supported: this server translates {source} "
+                                           f"to {target} (source={source} or auto)")
+        if tgt != target:
+            raise LibreTranslateError(400, f"{tgt or 'target'} is not supported as a target for {source}: "
+                                           f"this server translates to {target}")
+        nbest = alternatives + 1
+        beam = max(default_beam, nbest)
+        if fmt == "html":
+            loop = asyncio.get_running_loop()
+
+            def translate_texts(pieces: list[str]) -> list[str]:  # called from the worker thread below
+                results = asyncio.run_coroutine_threadsafe(decode(pieces, beam, 1, request), loop).result()
+                return [r.text for r in results]
+
+            out = [await asyncio.to_thread(html_format.translate, text, translate_texts) for text in texts]
+            alts: list[list[str]] = [[] for _ in texts]
+        else:
+            results = await decode(texts, beam, nbest, request)
+            out = [r.text for r in results]
+            alts = [[text for text, _ in r.nbest[1:nbest]] for r in results]
+        body: dict[str, Any] = {"translatedText": out[0] if single else out}
+        if alternatives:
+            body["alternatives"] = alts[0] if single else alts
+        if detected is not None:
+            body["detectedLanguage"] = detected[0] if single else detected
+        return body
+
+    @app.get("/languages", tags=["LibreTranslate"])
+    @answer
+    async def languages(request: Request):
+        """The languages this server translates from, each with its targets."""
+        return [{"code": source, "name": NAMES.get(source, source), "targets": [target]},
+                *([{"code": target, "name": NAMES.get(target, target), "targets": []}] if target != source else [])]
+
+    @app.post("/detect", responses=errors, tags=["LibreTranslate"],
+              openapi_extra={"requestBody": request_body(source, target, char_limit, max_texts, False)})
+    @answer
+    async def detect_route(request: Request):
+        """The language of q among those this server knows, with a confidence in percent."""
+        params = await parameters(request)
+        texts, single = texts_of(params)
+        found = [detect(text, known) for text in texts]
+        return found[0] if single else found
+
+    @app.get("/frontend/settings", tags=["LibreTranslate"])
+    @answer
+    async def frontend_settings(request: Request):
+        """What LibreTranslate's front ends read before they show their page."""
+        return {"charLimit": char_limit, "frontendTimeout": 500, "apiKeys": False, "keyRequired": False,
+                "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+                "language": {"source": {"code": source, "name": NAMES.get(source, source)},
+                             "target": {"code": target, "name": NAMES.get(target, target)}}}
+

@@ -1,0 +1,111 @@
+"""The LibreTranslate-compatible endpoints (issue #27, item 2), checked with the real client.
+
+* ``libretranslatepy`` (installed from the registry, written by nobody on this project) against a
+  running ``minitrans serve``: translate, detect, languages.
+* Parameters from JSON, urlencoded forms, multipart forms and the query string; lists, ``auto``,
+  ``alternatives``, ``format=html`` (markup kept, through the same code as ``translate -i
+  page.html``); every error in LibreTranslate's ``{"error": ...}`` shape with 400, never 422.
+* No output rewriting: the answer is the ``/v1`` translation of the same text.
+* CORS headers only when ``cors_origins`` is set.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import start_server
+
+pytest.importorskip("fastapi")
+libretranslatepy = pytest.importorskip("libretranslatepy")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from minitrans.server import create_app  # noqa: E402
+from minitrans.server_settings import ServerSettings  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def translator(trained_checkpoint):
+    from minitrans import Translator
+
+    return Translator.from_checkpoint(trained_checkpoint)
+
+
+@pytest.fixture(scope="module")
+def client(translator):
+    with TestClient(create_app(translator, ServerSettings(beam=2))) as c:
+        yield c
+
+
+def v1(client, text, **extra):
+    return client.post("/v1/translate", json={"q": text, **extra}).json()["translations"][0]
+
+
+def test_the_real_client_translates_detects_and_lists(trained_checkpoint):
+    proc, url = start_server(trained_checkpoint, "--beam", "2")
+    try:
+        api = libretranslatepy.LibreTranslateAPI(url)
+        out = api.translate("The cat eats the bread. The dog sees a book.", "en", "fr")
+        assert isinstance(out, str) and out.strip()
+        assert api.translate("The cat eats the bread.", "auto", "fr").strip()
+        assert api.languages()[0] == {"code": "en", "name": "English", "targets": ["fr"]}
+        found = api.detect("Le chat mange le pain et le chien regarde un livre.")
+        assert found[0]["language"] == "fr" and 50 < found[0]["confidence"] <= 100
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_parameters_come_from_json_forms_and_the_query(client):
+    text = "The cat eats the bread. The dog sees a book."
+    expected = v1(client, text)["translation"]
+    answers = [
+        client.post("/translate", json={"q": text, "source": "en", "target": "fr"}),
+        client.post("/translate", data={"q": text, "source": "en", "target": "fr", "api_key": "ignored"}),
+        client.post("/translate", files={"q": (None, text), "source": (None, "en"), "target": (None, "fr")}),
+        client.post("/translate?source=en&target=fr", data={"q": text}),
+    ]
+    assert [a.status_code for a in answers] == [200] * 4
+    assert all(a.json() == {"translatedText": expected} for a in answers)  # not rewritten
+
+
+def test_lists_alternatives_auto_and_html(client):
+    body = client.post("/translate", json={"q": ["The cat eats.", "The dog sees a book."], "source": "auto",
+                                           "target": "fr", "alternatives": 2}).json()
+    assert len(body["translatedText"]) == 2 and [len(a) for a in body["alternatives"]] == [2, 2]
+    assert [d["language"] for d in body["detectedLanguage"]] == ["en", "en"]
+    assert body["translatedText"][0] == v1(client, "The cat eats.", beam=3, nbest=3)["translation"]
+    page = '<p class="x">The <b>cat</b> eats the bread.</p><pre>keep  me</pre>'
+    out = client.post("/translate", json={"q": page, "source": "en", "target": "fr", "format": "html"}).json()
+    assert out["translatedText"].startswith('<p class="x">') and "<b>" in out["translatedText"]
+    assert out["translatedText"].endswith("</p><pre>keep  me</pre>")
+    plain = client.post("/translate", json={"q": "a &amp; b", "source": "en", "target": "fr"}).json()
+    assert plain["translatedText"] == v1(client, "a &amp; b")["translation"]  # text mode: no unescaping
+
+
+@pytest.mark.parametrize("request_kwargs, says", [
+    ({"json": {"source": "en", "target": "fr"}}, "missing q"),
+    ({"data": {"q": "", "source": "en", "target": "fr"}}, "missing q"),
+    ({"content": b"{not json", "headers": {"content-type": "application/json"}}, "Invalid JSON"),
+    ({"json": ["a list"]}, "must be an object"),
+    ({"json": {"q": 3, "source": "en", "target": "fr"}}, "q must be"),
+    ({"json": {"q": "x", "source": "de", "target": "fr"}}, "de is not supported"),
+    ({"json": {"q": "x", "source": "en", "target": "es"}}, "es is not supported"),
+    ({"json": {"q": "x" * 2001, "source": "en", "target": "fr"}}, "exceeds text limit"),
+    ({"json": {"q": "x", "source": "en", "target": "fr", "format": "pdf"}}, "format"),
+    ({"json": {"q": "x", "source": "en", "target": "fr", "alternatives": "many"}}, "alternatives"),
+    ({"json": {"q": "Le chat mange le pain tous les matins.", "source": "auto", "target": "fr"}}, "was detected"),
+])
+def test_errors_are_libretranslates_shape(client, request_kwargs, says):
+    answer = client.post("/translate", **request_kwargs)
+    assert answer.status_code == 400 and set(answer.json()) == {"error"} and says in answer.json()["error"], \
+        answer.text
+
+
+def test_frontend_settings_and_cors_only_when_asked(translator, client):
+    settings = client.get("/frontend/settings").json()
+    assert settings["charLimit"] == 2000 and settings["language"]["target"]["code"] == "fr"
+    headers = {"Origin": "http://example.org"}
+    assert "access-control-allow-origin" not in client.get("/languages", headers=headers).headers
+    with TestClient(create_app(translator, ServerSettings(cors_origins=("http://example.org",)))) as c:
+        assert c.get("/languages", headers=headers).headers["access-control-allow-origin"] == "http://example.org"
