@@ -334,4 +334,26 @@ def test_generated_markdown_keeps_its_skeleton_and_identity_is_exact(document):
     from minitrans.formats import markdown as md_format
 
     assert md_format.translate(document, lambda texts: texts) == document
-    assert md_skeleton(md_format.translate(document, shout)) == md_skeleton(document)
+    assert md_skeleton(md_format.translate(document, shout)) == md_skeleton(document), repr(document)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("<>/!-&;#x=\"' \n\tabpPBr.?*_`[]()|>#:0123456789\r\u2028é")), max_size=200)
+       | st.text(max_size=120))
+def test_any_text_as_a_document_never_crashes(text):
+    """Odd input is translated or refused in one line (DataError), never a traceback; the
+    identity translation gives Markdown back exactly and HTML back as the same text (a bare
+    ``<`` may come back as ``&lt;``)."""
+    import html
+    from minitrans.formats import markdown as md_format
+
+    for module in (html_format, md_format, srt_format):
+        try:
+            same = module.translate(text, lambda texts: texts)
+            module.translate(text, shout)
+        except DataError:
+            continue
+        if module is md_format:
+            assert same == text
+        elif module is html_format:
+            assert html.unescape(same) == html.unescape(text)

@@ -16,6 +16,8 @@ from typing import Callable
 
 from minitrans import segment
 
+_WORD = re.compile(r"\w+")
+
 #: ("text", decoded text) or markup written as it is: ("open", m) or ("close", m) when its side is
 #: known, ("tag", m) to let ``closing`` decide; in document order.
 Items = list[tuple[str, str]]
@@ -36,16 +38,18 @@ def put_back(items: Items, seg: segment.Segmented, translations: list[str],
     text_at = out_at = 0
     for gap, sentence, trans in zip(seg.gaps, seg.sentences, translations):
         text_at, out_at = text_at + len(gap), out_at + len(gap)  # gaps are written as they are
-        sentences.append((text_at, text_at + len(sentence), out_at, trans))
+        sentences.append((text_at, text_at + len(sentence), out_at, trans, trans == sentence))
         text_at, out_at = text_at + len(sentence), out_at + len(trans)
     output_text = seg.join(translations)
 
     def output_position(pos: int, ends_span: bool) -> int:
         before_in = before_out = 0  # where the gap before the next sentence starts
-        for start, end, out_start, trans in sentences:
+        for start, end, out_start, trans, unchanged in sentences:
             if pos < start:
                 return before_out + pos - before_in
             if pos <= end:
+                if unchanged:  # a sentence that came back as it was keeps its markup exactly
+                    return out_start + pos - start
                 if pos == start or pos == end:
                     return out_start + (len(trans) if pos == end else 0)
                 return out_start + snap(trans, (pos - start) / (end - start), ends_span)
@@ -53,12 +57,18 @@ def put_back(items: Items, seg: segment.Segmented, translations: list[str],
         return before_out + pos - before_in
 
     result, last, position = [], 0, 0
+    opened_at, words_since = None, False  # where the last opening piece went; text after it in the source?
     for kind, value in items:
         if kind == "text":
             position += len(value)
+            words_since = words_since or bool(value.strip())
             continue
         ends_span = kind == "close" or (kind == "tag" and is_closing(value))
         where = max(output_position(position, ends_span), last)  # markup keeps its order
+        if ends_span and where == opened_at and words_since:  # a span that held words is not emptied
+            following = _WORD.search(output_text, where)
+            where = following.end() if following else len(output_text)
+        opened_at, words_since = (None, words_since) if ends_span else (where, False)
         result += [escape(output_text[last:where]), value]
         last = where
     result.append(escape(output_text[last:]))
@@ -86,9 +96,9 @@ def wrap(text: str, n_lines: int, weights: list[int] | None = None) -> list[str]
     the cues it spans)."""
     words = text.split() or ["…"]
     n_lines = min(n_lines, len(words))
+    if n_lines <= 1:  # one line: the text as it is (its own spacing kept)
+        return [text if text.strip() else "…"]
     text = " ".join(words)
-    if n_lines <= 1:
-        return [text]
     weights = (weights or [1] * n_lines)[:n_lines]
     total = sum(weights) or n_lines
     ends = [len(" ".join(words[:j])) for j in range(len(words) + 1)]  # where a line ending after word j ends

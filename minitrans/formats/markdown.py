@@ -116,6 +116,8 @@ def translate(document: str, translate_texts: TranslateTexts) -> str:
             pieces.append(put_back(items, seg, done[at:at + len(seg.sentences)]))
             at += len(seg.sentences)
         translated = "".join(pieces)
+        if translated == " ".join(lines[n][s:e] for n, s, e in places):
+            continue  # unchanged: its lines stay exactly as they were
         wrapped = wrap(translated, len(places), [e - s + 1 for _, s, e in places])
         for (number, start, end), text in zip(places, wrapped):
             edits.setdefault(number, []).append((start, end, text))
