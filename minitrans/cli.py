@@ -400,8 +400,7 @@ def _json_line(record: dict) -> str:
 def _one_line(text: str) -> str:
     """A translation as one output line: an input line split on ``\\n`` holds no line break,
     but one given as an argument, or with U+2028 in it, may; N lines in, N lines out."""
-    return " ".join(text.splitlines()) if any(c in text for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029") \
-        else text
+    return " ".join(text.splitlines())
 
 
 def _load_translator(paths: list[str], a: argparse.Namespace):
@@ -417,29 +416,36 @@ def _load_translator(paths: list[str], a: argparse.Namespace):
     return Translator.load(paths[0], a.engine, device=a.device, bf16=a.bf16, int8=a.int8, workers=a.workers)
 
 
+def _held_out_sets(a: argparse.Namespace, checkpoint: str) -> list[tuple[str, str, tuple[list, list]]]:
+    """``(label, dataset, (sources, references))`` of ``--src/--ref``, or of ``--split`` of
+    ``--dataset`` (default: every corpus the checkpoint was trained on, with its split settings)."""
+    from minitrans.engines import load_metadata
+    from minitrans.evaluate import eval_sets, load_eval_data
+
+    if a.src is not None:
+        return [(Path(a.src).stem, "files", load_eval_data(None, a.split, a.src, a.ref))]
+    trained_on = load_metadata(checkpoint).get("data", {})
+    sets = []
+    for spec in eval_sets(trained_on, a.dataset):
+        if spec["split_settings"] is None:
+            log.warning("The checkpoint was not trained on %r: check that its %s split cannot overlap the "
+                        "training data.", spec["dataset"], a.split)
+        data = load_eval_data(spec["dataset"], a.split, None, None, a.data_dir or trained_on.get("data_dir"),
+                              spec["split_settings"], spec["files"], spec["hub_id"])
+        label = f"{spec['name']}.{a.split}" if trained_on.get("dataset") == "mixture" else a.split
+        sets.append((label, spec["name"], data))
+    return sets
+
+
 def cmd_evaluate(a: argparse.Namespace) -> None:
     """Translate a test set with one or more checkpoints and score BLEU and chrF."""
-    from minitrans.engines import load_metadata
-    from minitrans.evaluate import eval_sets, evaluate_checkpoint, load_eval_data, output_stem, write_outputs
+    from minitrans.evaluate import evaluate_checkpoint, output_stem, write_outputs
     from minitrans.search import check_decoding
 
     check_decoding(a.beam, a.alpha)
     _check_device(a.device)
     check_writable_folder(a.output_dir, "--output-dir")
-    trained_on = load_metadata(a.checkpoint[0]).get("data", {})
-    data_dir = a.data_dir or trained_on.get("data_dir")
-    if a.src is not None:
-        sets = [(Path(a.src).stem, "files", load_eval_data(None, a.split, a.src, a.ref))]
-    else:
-        sets = []
-        for spec in eval_sets(trained_on, a.dataset):
-            if spec["split_settings"] is None:
-                log.warning("The checkpoint was not trained on %r: check that its %s split cannot overlap the "
-                            "training data.", spec["dataset"], a.split)
-            data = load_eval_data(spec["dataset"], a.split, None, None, data_dir, spec["split_settings"],
-                                  spec["files"], spec["hub_id"])
-            label = f"{spec['name']}.{a.split}" if trained_on.get("dataset") == "mixture" else a.split
-            sets.append((label, spec["name"], data))
+    sets = _held_out_sets(a, a.checkpoint[0])
     reports = []
     models = [(" + ".join(a.checkpoint), a.checkpoint)] if a.ensemble else [(ckpt, [ckpt]) for ckpt in a.checkpoint]
     data_files = [a.src, *(a.ref or [])] if a.src is not None else []
@@ -472,8 +478,6 @@ def cmd_calibrate(a: argparse.Namespace) -> None:
     """Calibrate the low-confidence flag on a validation split; write it into a new checkpoint."""
     from minitrans.checkpoint import with_metadata
     from minitrans.confidence import calibrate
-    from minitrans.engines import load_metadata
-    from minitrans.evaluate import eval_sets, load_eval_data
     from minitrans.search import check_decoding
     from minitrans.translate import Translator
 
@@ -485,15 +489,9 @@ def cmd_calibrate(a: argparse.Namespace) -> None:
     if same_file(a.checkpoint, a.output):  # before minutes of decoding, not after
         raise UsageError(f"--output {a.output} is the checkpoint read (it may be a resumable training "
                          "checkpoint); write the calibrated model to a new file.")
-    trained_on = load_metadata(a.checkpoint).get("data", {})
-    if a.src is not None:
-        sources, refs = load_eval_data(None, a.split, a.src, a.ref)
-    else:
-        sources, refs = [], []
-        for spec in eval_sets(trained_on, a.dataset):  # every component of a mixture
-            s, r = load_eval_data(spec["dataset"], a.split, None, None, a.data_dir or trained_on.get("data_dir"),
-                                  spec["split_settings"], spec["files"], spec["hub_id"])
-            sources, refs = sources + s, refs + r
+    sources, refs = [], []
+    for _, _, (s, r) in _held_out_sets(a, a.checkpoint):  # every component of a mixture, as one set
+        sources, refs = sources + s, refs + r
     if a.engine == "ctranslate2" or not str(a.checkpoint).endswith(".ckpt") and Path(a.checkpoint).is_dir():
         raise UsageError("calibrate writes a checkpoint: give the .ckpt, then export the calibrated one.")
     translator = Translator.load(a.checkpoint, "native", device=a.device, bf16=a.bf16, int8=a.int8,

@@ -61,21 +61,30 @@ def threshold(scores: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def calibrate(scores: list[float], hyps: list[str], refs: list[list[str]], share: float = DEFAULT_SHARE,
-              **decoding: Any) -> dict[str, Any]:
-    """The calibration record: threshold, share, how many sentences it rests on, and the
-    Spearman correlation of the score with sentence chrF (and of the flag's sentences' mean
-    chrF against the rest's)."""
+def ranking(scores: list[float], hyps: list[str], refs: list[list[str]],
+            low: list[bool] | None = None) -> dict[str, Any]:
+    """How well ``scores`` rank sentence chrF (Spearman; None when either side is constant)
+    and, given the ``low`` flags, the share flagged and the mean chrF of both groups."""
     import sacrebleu
 
+    chrf = [sacrebleu.sentence_chrf(h, r).score for h, r in zip(hyps, refs)]
+    rho = spearman(scores, chrf)
+    report: dict[str, Any] = {"spearman_chrf": round(rho, 4) if rho == rho else None}  # nan: a constant list
+    if low is not None:
+        flagged = [c for c, f in zip(chrf, low) if f]
+        rest = [c for c, f in zip(chrf, low) if not f]
+        report.update({"low_share": round(len(flagged) / len(chrf), 4),
+                       "chrf_low": round(sum(flagged) / len(flagged), 2) if flagged else None,
+                       "chrf_rest": round(sum(rest) / len(rest), 2) if rest else None})
+    return report
+
+
+def calibrate(scores: list[float], hyps: list[str], refs: list[list[str]], share: float = DEFAULT_SHARE,
+              **decoding: Any) -> dict[str, Any]:
+    """The calibration record: threshold, share, how many sentences it rests on, and
+    :func:`ranking` on those sentences with the threshold's flags."""
     if len(scores) < 20:
         raise ValueError(f"{len(scores)} sentences are too few to calibrate on; give 20 or more (1,000 is better)")
-    chrf = [sacrebleu.sentence_chrf(h, r).score for h, r in zip(hyps, refs)]
     cut = threshold(scores, share)
-    low = [c for s, c in zip(scores, chrf) if s < cut]
-    rest = [c for s, c in zip(scores, chrf) if s >= cut]
     return {"threshold": cut, "share": share, "sentences": len(scores),
-            "spearman_chrf": round(spearman(scores, chrf), 4),
-            "chrf_flagged": round(sum(low) / len(low), 2) if low else None,
-            "chrf_rest": round(sum(rest) / len(rest), 2) if rest else None,
-            "decoding": decoding}
+            **ranking(scores, hyps, refs, [s < cut for s in scores]), "decoding": decoding}

@@ -107,24 +107,16 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
 
 
 def confidence_report(results, refs: list[list[str]]) -> dict[str, Any]:
-    """How well the model's confidence ranks sentence chrF on this set (Spearman), and, for a
-    calibrated model, the share it flags low and the mean chrF of those and of the rest."""
-    import sacrebleu
+    """:func:`minitrans.confidence.ranking` of the results' confidence on this set (with the
+    low flags of a calibrated model)."""
+    from minitrans.confidence import ranking
 
-    from minitrans.confidence import spearman
-
-    scored = [(r, sacrebleu.sentence_chrf(r.text, ref).score) for r, ref in zip(results, refs) if r.confidence is not None]
+    scored = [(r, ref) for r, ref in zip(results, refs) if r.confidence is not None]
     if len(scored) < 2:
         return {}
-    rho = spearman([r.confidence for r, _ in scored], [c for _, c in scored])
-    report: dict[str, Any] = {"spearman_chrf": round(rho, 4) if rho == rho else None}  # nan: a constant list
-    if scored[0][0].low_confidence is not None:
-        low = [c for r, c in scored if r.low_confidence]
-        rest = [c for r, c in scored if not r.low_confidence]
-        report.update({"low_share": round(len(low) / len(scored), 4),
-                       "chrf_low": round(sum(low) / len(low), 2) if low else None,
-                       "chrf_rest": round(sum(rest) / len(rest), 2) if rest else None})
-    return report
+    flags = [r.low_confidence for r, _ in scored]
+    return ranking([r.confidence for r, _ in scored], [r.text for r, _ in scored], [ref for _, ref in scored],
+                   None if None in flags else flags)
 
 
 def output_stem(checkpoints: list[str | os.PathLike], label: str, beam: int,

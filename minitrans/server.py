@@ -282,23 +282,28 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
     def model() -> dict[str, Any]:
         return info
 
-    async def decode(texts: list[str], beam: int, nbest: int, request) -> list[Translation]:
-        """Texts through the batching worker, for the routes of other APIs (LibreTranslate's)."""
-        from minitrans.libretranslate import LibreTranslateError
-
+    async def run_job(texts: list[str], key: tuple, request) -> tuple[list[Translation], int]:
+        """Texts through the batching worker: ``(translations, batched_with)``, or the
+        HTTPException of a full queue (503), a timeout (504) or a client gone (499)."""
         worker: BatchingWorker = state["worker"]
         try:
-            job = worker.submit(texts, (beam, settings.alpha, nbest, False, True), asyncio.get_running_loop())
+            job = worker.submit(texts, key, asyncio.get_running_loop())
         except QueueFull:
-            raise LibreTranslateError(503, f"the server is busy ({worker.pending} sentences queued); retry shortly",
-                                      {"Retry-After": "1"}) from None
+            raise HTTPException(503, f"the server is busy ({worker.pending} sentences queued; max_queue "
+                                     f"{settings.max_queue}); retry shortly.", headers={"Retry-After": "1"}) from None
+        outcome = await _answer(job, request, settings.timeout_s)
+        if outcome is None:  # the client went away: nobody reads this
+            raise HTTPException(499, "client closed the request")
+        return outcome
+
+    async def decode(texts: list[str], beam: int, nbest: int, request) -> list[Translation]:
+        """:func:`run_job` for the routes of other APIs (LibreTranslate's), in their error shape."""
+        from minitrans.libretranslate import LibreTranslateError
+
         try:
-            outcome = await _answer(job, request, settings.timeout_s)
+            return (await run_job(texts, (beam, settings.alpha, nbest, False, True), request))[0]
         except HTTPException as err:
-            raise LibreTranslateError(err.status_code, str(err.detail)) from None
-        if outcome is None:
-            raise LibreTranslateError(499, "client closed the request")
-        return outcome[0]
+            raise LibreTranslateError(err.status_code, str(err.detail), err.headers) from None
 
     from minitrans import libretranslate
 
@@ -338,16 +343,7 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
                                          f"limit is {settings.max_attention_values:,} (max_attention_values). Ask "
                                          "for attention on fewer or shorter sentences, or without attention.")
         key = (body.beam, body.alpha, body.nbest, body.attention, body.split)
-        worker: BatchingWorker = state["worker"]
-        try:
-            job = worker.submit(sentences, key, asyncio.get_running_loop())
-        except QueueFull:
-            raise HTTPException(503, f"the server is busy ({worker.pending} sentences queued; max_queue "
-                                     f"{settings.max_queue}); retry shortly.", headers={"Retry-After": "1"})
-        outcome = await _answer(job, request, settings.timeout_s)
-        if outcome is None:  # the client went away: nobody reads this
-            raise HTTPException(499, "client closed the request")
-        results, batched_with = outcome
+        results, batched_with = await run_job(sentences, key, request)
         return {"translations": [_translation_json(t, body.attention) for t in results], "batched_with": batched_with,
                 "latency_ms": round(1000 * (time.perf_counter() - started), 1)}
 

@@ -317,9 +317,7 @@ class Translator:
 def _one_line_gap(gap: str) -> str:
     """The text between two sentences as output: its line breaks as ``\\n`` (blank lines kept),
     else its spaces and tabs as they were."""
-    breaks = len(gap.splitlines()) - 1 if gap.splitlines() else 0
-    if gap and gap[-1] in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029":
-        breaks += 1
+    breaks = len((gap + "x").splitlines()) - 1  # str.splitlines's breaks, \r\n as one
     return "\n" * breaks if breaks else gap
 
 

@@ -28,7 +28,7 @@ from html.parser import HTMLParser
 from minitrans import segment
 from minitrans.errors import DataError
 from minitrans.formats import TranslateTexts
-from minitrans.formats.inline import put_back
+from minitrans.formats.inline import put_back, text_of
 
 INLINE = {"a", "abbr", "b", "bdi", "bdo", "cite", "data", "del", "dfn", "em", "font", "i", "ins", "label", "mark",
           "q", "s", "small", "span", "strong", "sub", "sup", "time", "u", "var"}
@@ -103,9 +103,6 @@ class _Block:
 
     items: list[tuple[str, str]] = field(default_factory=list)  # ("text", decoded) or ("tag", raw)
 
-    def text(self) -> str:
-        return "".join(v for k, v in self.items if k == "text")
-
 
 def _untouched(event: _Event, inside: bool) -> bool:
     """Whether the element this start tag opens is left as it is."""
@@ -179,7 +176,7 @@ def _assemble(plan: list, translate_texts: TranslateTexts) -> str:
     split_blocks = {}
     for i, item in enumerate(plan):
         if isinstance(item, _Block):
-            seg = segment.split(item.text())
+            seg = segment.split(text_of(item.items))
             if seg.sentences:
                 split_blocks[i] = (seg, len(wanted))
                 wanted += seg.sentences

@@ -91,22 +91,23 @@ def translate(document: str, translate_texts: TranslateTexts) -> str:
             cursors[number] = start + len(piece)
         if not places:
             continue
+        source = " ".join(lines[n][s:e] for n, s, e in places)
         parts = []  # each stretch between atomic markup: (its items, the split of its text), or the markup
         stretch: Items = []
-        for kind, value in split_inline(" ".join(lines[n][s:e] for n, s, e in places)) + [("atomic", "")]:
+        for kind, value in split_inline(source) + [("atomic", "")]:
             if kind == "atomic":
                 parts += [(stretch, segment.split(text_of(stretch))), value]
                 stretch = []
             else:
                 stretch.append((kind, value))
         if any(isinstance(p, tuple) and p[1].sentences for p in parts):
-            runs.append((parts, places))
-    wanted = [s for parts, _ in runs for p in parts if isinstance(p, tuple) for s in p[1].sentences]
+            runs.append((parts, places, source))
+    wanted = [s for parts, _, _ in runs for p in parts if isinstance(p, tuple) for s in p[1].sentences]
     done = translate_texts(wanted) if wanted else []
     edits: dict[int, list[tuple[int, int, str]]] = {}
     dropped: set[int] = set()
     at = 0
-    for parts, places in runs:
+    for parts, places, source in runs:
         pieces = []
         for part in parts:
             if isinstance(part, str):
@@ -116,7 +117,7 @@ def translate(document: str, translate_texts: TranslateTexts) -> str:
             pieces.append(put_back(items, seg, done[at:at + len(seg.sentences)]))
             at += len(seg.sentences)
         translated = "".join(pieces)
-        if translated == " ".join(lines[n][s:e] for n, s, e in places):
+        if translated == source:
             continue  # unchanged: its lines stay exactly as they were
         wrapped = wrap(translated, len(places), [e - s + 1 for _, s, e in places])
         for (number, start, end), text in zip(places, wrapped):
