@@ -2,6 +2,7 @@
 
     pip install sentencex syntok   # the candidates minitrans does not depend on
     MINITRANS_DATA=../shared/data python bench/segmentation.py [--segmenters pysbd,sentencex,syntok,regex]
+    python bench/segmentation.py --worst-case   # pysbd's quadratic time, whole and in minitrans's windows
 
 Each test set joins k consecutive sentences (k = 2, 3, 5 in turn) of a held-out split with one
 space: Tatoeba test (minitrans's grouped split), Multi30k test_2016_flickr and FLORES-200 dev,
@@ -138,7 +139,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--segmenters", default="pysbd,sentencex,syntok,regex")
     parser.add_argument("--data-dir", default=os.environ.get("MINITRANS_DATA", "data/raw"))
+    parser.add_argument("--worst-case", action="store_true",
+                        help="only time pysbd on 60,000 characters of 'a. ', whole and through minitrans.segment")
     args = parser.parse_args()
+    if args.worst_case:
+        from minitrans.segment import split
+
+        text = "a. " * 20_000
+        for name, run in (("pysbd, whole", segmenter("pysbd", "en")), ("minitrans.segment.split (windows)", split)):
+            started = time.perf_counter()
+            run(text)
+            print(f"{name}: {time.perf_counter() - started:.1f} s for {len(text):,} characters")
+        return
     sets = load_sets(args.data_dir)
     names = args.segmenters.split(",")
     print("| set | paragraphs | boundaries | " + " | ".join(f"{n} P / R / F1" for n in names) + " |")
