@@ -16,7 +16,7 @@ against a live server) can rely on:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from minitrans.cleaning import check_unicode
 from minitrans.server_settings import MAX_ALPHA, MAX_BEAM, ServerSettings
@@ -33,8 +33,9 @@ def _whole_number(value: Any) -> Any:
     return value
 
 
-def request_model(settings: ServerSettings):
-    """The request body of ``POST /v1/translate`` for a server with ``settings``."""
+def request_model(settings: ServerSettings, directions: list[tuple[str, str]] = [("en", "fr")]):  # noqa: B006
+    """The request body of ``POST /v1/translate`` for a server with ``settings`` that serves
+    ``directions`` (``(source, target)`` pairs; the first is the default)."""
     from typing import Annotated
 
     from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictStr, field_validator
@@ -51,11 +52,18 @@ def request_model(settings: ServerSettings):
                 option["items"]["maxLength"] = settings.max_chars
 
     def body_schema(schema: dict[str, Any]) -> None:
-        # n-best at most beam, in JSON Schema's terms: one branch per beam size.
-        schema["anyOf"] = [
+        # n-best at most beam, in JSON Schema's terms: one branch per beam size; and a source
+        # and target that some served direction has (an absent one matches any).
+        schema["allOf"] = [{"anyOf": [
             {"properties": {"beam": {"const": beam}, "nbest": {"maximum": beam}}, "required": ["beam"]}
             for beam in range(1, MAX_BEAM + 1)
-        ] + [{"not": {"required": ["beam"]}, "properties": {"nbest": {"maximum": settings.beam}}}]
+        ] + [{"not": {"required": ["beam"]}, "properties": {"nbest": {"maximum": settings.beam}}}]},
+            {"anyOf": [{"properties": {"source": {"enum": [s, None]}, "target": {"enum": [t, None]}}}
+                       for s, t in directions]}]
+
+    Source = Literal[tuple(sorted({s for s, _ in directions}))]  # type: ignore[valid-type]
+    Target = Literal[tuple(sorted({t for _, t in directions}))]  # type: ignore[valid-type]
+    served = ", ".join(f"{s}→{t}" for s, t in directions)
 
     class TranslateRequest(BaseModel):
         """A request: one text or a list of texts, and decoding settings. ``nbest`` must not
@@ -76,6 +84,10 @@ def request_model(settings: ServerSettings):
                                                          "the server's max_attention_values)")
         split: StrictBool = Field(True, description="split each text into sentences (false: translate each "
                                                     "text as one sentence)")
+        source: Source | None = Field(None, description=f"the source language (default: the first served "
+                                                         f"direction's); served: {served}")
+        target: Target | None = Field(None, description="the target language (default: that of the source's "
+                                                         "direction)")
 
         @field_validator("q")
         @classmethod
@@ -92,6 +104,19 @@ def request_model(settings: ServerSettings):
             if self.nbest > self.beam:
                 raise ValueError(f"nbest ({self.nbest}) must not exceed beam ({self.beam})")
             return self
+
+        @model_validator(mode="after")
+        def _served_direction(self):
+            if self.direction is None:
+                raise ValueError(f"no served direction translates {self.source or 'any source'} to "
+                                 f"{self.target or 'any target'}; this server translates {served}")
+            return self
+
+        @property
+        def direction(self) -> tuple[str, str] | None:
+            """The served ``(source, target)`` this request asks for (the first that matches)."""
+            return next(((s, t) for s, t in directions if self.source in (None, s) and self.target in (None, t)),
+                        None)
 
     return TranslateRequest
 

@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 from minitrans._version import __version__
+from minitrans import languages
 from minitrans.errors import CheckpointError, DataError, MinitransError, UsageError
 from minitrans.formats import FORMATS, format_for
 from minitrans.progress import Progress
@@ -378,7 +379,7 @@ def _translate_document(a: argparse.Namespace, fmt: str) -> None:
     progress = Progress(None, f"translating {where}")
     started = time.perf_counter()
     out = translate_document(fmt, document, lambda texts: translator.translate(
-        texts, beam_size=a.beam, alpha=a.alpha, progress=progress))
+        texts, beam_size=a.beam, alpha=a.alpha, progress=progress), translator.source_language)
     seconds = time.perf_counter() - started
     if a.output:
         with atomic_output(a.output) as f:
@@ -424,17 +425,32 @@ def _held_out_sets(a: argparse.Namespace, checkpoint: str) -> list[tuple[str, st
 
     if a.src is not None:
         return [(Path(a.src).stem, "files", load_eval_data(None, a.split, a.src, a.ref))]
-    trained_on = load_metadata(checkpoint).get("data", {})
+    meta = load_metadata(checkpoint)
+    trained_on = meta.get("data", {})
+    source_lang = languages.of(meta)[0]
     sets = []
     for spec in eval_sets(trained_on, a.dataset):
         if spec["split_settings"] is None:
             log.warning("The checkpoint was not trained on %r: check that its %s split cannot overlap the "
                         "training data.", spec["dataset"], a.split)
         data = load_eval_data(spec["dataset"], a.split, None, None, a.data_dir or trained_on.get("data_dir"),
-                              spec["split_settings"], spec["files"], spec["hub_id"])
+                              spec["split_settings"], spec["files"], spec["hub_id"], source_lang)
         label = f"{spec['name']}.{a.split}" if trained_on.get("dataset") == "mixture" else a.split
         sets.append((label, spec["name"], data))
     return sets
+
+
+def _check_one_direction(paths: list[str]) -> None:
+    """A UsageError when the models do not all translate in one direction (one test set's
+    sources and references serve them all)."""
+    from minitrans.engines import load_metadata
+
+    first = languages.of(load_metadata(paths[0]))
+    for path in paths[1:]:
+        theirs = languages.of(load_metadata(path))
+        if theirs != first:
+            raise UsageError(f"-m {path} translates {'-'.join(theirs)} but -m {paths[0]} translates "
+                             f"{'-'.join(first)}: evaluate models of one direction together.")
 
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
@@ -446,6 +462,7 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
     _check_device(a.device)
     check_writable_folder(a.output_dir, "--output-dir")
     sets = _held_out_sets(a, a.checkpoint[0])
+    _check_one_direction(a.checkpoint)
     reports = []
     models = [(" + ".join(a.checkpoint), a.checkpoint)] if a.ensemble else [(ckpt, [ckpt]) for ckpt in a.checkpoint]
     data_files = [a.src, *(a.ref or [])] if a.src is not None else []
@@ -518,7 +535,7 @@ def cmd_average(a: argparse.Namespace) -> None:
 
 
 def cmd_serve(a: argparse.Namespace) -> None:
-    """Serve a checkpoint over HTTP: the JSON API and the web page (needs the [serve] extra)."""
+    """Serve checkpoints over HTTP, one per direction: the JSON API, LibreTranslate's API and the web page (needs the [serve] extra)."""
     try:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
@@ -542,12 +559,15 @@ def cmd_serve(a: argparse.Namespace) -> None:
 
 
 def cmd_export(a: argparse.Namespace) -> None:
-    """Export a checkpoint for a deployment engine (CTranslate2; needs the [ct2] extra)."""
+    """Export a checkpoint for another program: CTranslate2, Argos Translate / LibreTranslate, or Hugging Face transformers."""
     from minitrans.engines import writer
 
     out = writer(a.format).export(a.checkpoint, a.output_dir, a.quantization, a.force)
-    print(f"exported {a.checkpoint} to {out} ({a.quantization}); translate with "
-          f"`minitrans translate --engine {a.format} --model {out}`")
+    how = {"argos": f"install it with argostranslate.package.install_from_path({str(out)!r}) (LibreTranslate "
+                    "serves the packages argos has installed)",
+           "hf": f"load it with transformers' AutoModelForSeq2SeqLM.from_pretrained({str(out)!r})"}
+    print(f"exported {a.checkpoint} to {out} ({a.quantization}); "
+          + how.get(a.format, f"translate with `minitrans translate --engine {a.format} --model {out}`"))
 
 
 def cmd_distill(a: argparse.Namespace) -> None:
@@ -724,7 +744,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write (never one of the inputs)")
 
     p = command("serve", cmd_serve)
-    add_model_flag(p, "store", MODEL_HELP)
+    add_model_flag(p, "append", MODEL_HELP + "; repeat it to serve one model per direction (e.g. en-fr and fr-en: "
+                                             "requests choose by source and target)")
     add_decoding_flags(p, "a request's default ")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default %(default)s)")
@@ -748,11 +769,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("export", cmd_export)
     add_model_flag(p, "store", "a .ckpt written by `minitrans train` or `minitrans average`")
-    p.add_argument("--output", "-o", dest="output_dir", help="the model folder to write")
+    p.add_argument("--output", "-o", dest="output_dir",
+                   help="the model folder to write (argos: the .argosmodel file)")
     p.add_argument("old_positional", nargs="*", metavar="CKPT DIR", help=argparse.SUPPRESS)
     p.add_argument("--format", default="ctranslate2",
                    help=f"the model format to write: {', '.join(EXPORT_FORMATS)} (default %(default)s)")
-    p.add_argument("--quantization", default="float32", choices=QUANTIZATIONS, help="weight type of the export")
+    p.add_argument("--quantization", default="float32", choices=QUANTIZATIONS,
+                   help="weight type of the export (ctranslate2 and argos; hf writes float32)")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
 
     p = command("distill", cmd_distill)

@@ -2,7 +2,9 @@
 sources in :mod:`minitrans.sources` (which says where each source's files are).
 
 Every split is a :class:`datasets.Dataset` with columns ``en`` (source), ``fr`` (first
-reference) and ``refs`` (all French references of that English sentence).
+reference) and ``refs`` (all French references of that English sentence). For a French→English
+model, :func:`reverse_split` turns an evaluation split around: one row per French source with
+all its English references in ``refs`` (``en`` and ``fr`` keep naming the languages).
 """
 
 from __future__ import annotations
@@ -127,6 +129,26 @@ def aligned_split(pairs) -> datasets.Dataset:
     en = [clean(s) for s, _ in pairs]
     fr = [clean(t) for _, t in pairs]
     return datasets.Dataset.from_dict({"en": en, "fr": fr, "refs": [[t] for t in fr]})
+
+
+def reverse_split(split: datasets.Dataset, grouped: bool) -> datasets.Dataset:
+    """An English→French evaluation split as a French→English one: ``refs`` then holds English.
+
+    A ``grouped`` split (:func:`eval_split`: one row per English sentence) is regrouped, one row
+    per French sentence in first-appearance order with every English sentence paired with it;
+    an official split (:func:`aligned_split`) stays line for line, its English line the one
+    reference."""
+    if not grouped:
+        return datasets.Dataset.from_dict({"en": list(split["en"]), "fr": list(split["fr"]),
+                                           "refs": [[en] for en in split["en"]]})
+    refs: dict[str, list[str]] = {}
+    for en, frs in zip(split["en"], split["refs"]):
+        for fr in frs:
+            bucket = refs.setdefault(fr, [])
+            if en not in bucket:
+                bucket.append(en)
+    return datasets.Dataset.from_dict({"en": [ens[0] for ens in refs.values()], "fr": list(refs),
+                                       "refs": list(refs.values())})
 
 
 def grouped_split(pairs, valid_size: int, test_size: int, seed: int, max_group: int = 8):

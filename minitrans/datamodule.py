@@ -23,7 +23,8 @@ from minitrans import datacache
 from minitrans.batching import ArrowPairDataset, PairDataset, SampledPairDataset, TokenBatchSampler, collate
 from minitrans.errors import DataError
 from minitrans.stream import numeric_column, spm_sample
-from minitrans.sources import load_corpus, source_files
+from minitrans import languages
+from minitrans.sources import for_direction, load_corpus, source_files
 from minitrans.mixture import CorpusSpec, check_specs, decontaminate, epoch_rows, probabilities
 from minitrans.tokenizer import Tokenizer
 
@@ -94,7 +95,7 @@ class ResumableDataLoader(DataLoader):
 
 
 class TranslationDataModule(L.LightningDataModule):
-    """English→French data for training and evaluation.
+    """English–French data for training and evaluation, in either direction.
 
     Args:
         dataset: ``multi30k``, ``tatoeba``, ``tsv``, ``aligned`` or ``hub`` (see
@@ -132,6 +133,11 @@ class TranslationDataModule(L.LightningDataModule):
             that only minitrans's cache holds a copy of a large corpus (False: let
             ``datasets`` download and convert it into its own cache first, which a rerun
             reuses without the network). The prepared splits are the same either way.
+        direction: ``en-fr`` (English source) or ``fr-en`` (French source, the reverse model of
+            the same corpora, splits and joint vocabulary). Evaluation splits are then one row
+            per French sentence with all its English references
+            (:func:`~minitrans.corpus.reverse_split`); the checkpoint records the direction,
+            and translate, evaluate, serve and the exports read it.
     """
 
     def __init__(
@@ -158,8 +164,10 @@ class TranslationDataModule(L.LightningDataModule):
         subword_alpha: float = 0.0,
         tokenizer: str | None = None,
         hub_streaming: bool = True,
+        direction: str = languages.DEFAULT,
     ) -> None:
         super().__init__()
+        languages.parse(direction)  # a ConfigError naming the choices
         if not 0.0 <= subword_alpha <= 1.0:
             raise DataError(f"data.subword_alpha must lie in [0, 1] (0 = off; 0.1-0.2 is usual), got {subword_alpha}.")
         if dataset == "mixture":
@@ -229,6 +237,8 @@ class TranslationDataModule(L.LightningDataModule):
             stamp["temperature"] = h.temperature
         else:
             del stamp["corpora"]  # keeps the cache keys of single corpora as they were
+        if h.direction != languages.DEFAULT:  # absent otherwise: keeps English→French cache keys as they were
+            stamp["direction"] = h.direction
         if h.tokenizer:  # absent otherwise: keeps the cache keys of trained tokenizers as they were
             stamp["tokenizer"] = self.given_tokenizer().fingerprint()["sha256"]
         return datacache.cache_path(h.cache_dir, h.dataset, stamp, self._source_files())
@@ -268,10 +278,25 @@ class TranslationDataModule(L.LightningDataModule):
             spm_text = spm_sample(splits["train"], h.seed)
         tokenizer = self.given_tokenizer() or Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
         del spm_text
+        splits = self._for_direction(splits)
         self._write_splits(splits, report, tokenizer, folder)
         tokenizer.save(folder / "spm.model")
         return {"cleaning": str(report), "splits": {n: len(s) for n, s in splits.items()},
                 **({"mixture": report.to_dict()} if isinstance(report, MixtureReport) else {})}
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        """``(source, target)`` language codes of ``data.direction``."""
+        return languages.parse(self.hparams.direction)
+
+    def _for_direction(self, splits: dict[str, datasets.Dataset]) -> dict[str, datasets.Dataset]:
+        """Every component's evaluation splits turned to the direction's source language
+        (:func:`~minitrans.sources.for_direction`); the identity for English→French."""
+        out: dict[str, datasets.Dataset] = {}
+        for c in self.components:
+            mine = {k: v for k, v in splits.items() if not c.name or k.split("/", 1)[0] == c.name}
+            out.update(for_direction(c.dataset, mine, self.languages[0]))
+        return out
 
     def _load_component(self, c: CorpusSpec, scratch: Path) -> tuple[dict[str, datasets.Dataset], Any]:
         """One component's splits, keyed as :meth:`split_key` names them, and its cleaning report."""
@@ -284,9 +309,10 @@ class TranslationDataModule(L.LightningDataModule):
         """Tokenise every split (``datasets.map``, batched), drop over-long training pairs
         (counted in ``report``) and save each split as Arrow under ``folder``."""
         h = self.hparams
+        source, target = self.languages
 
         def tokenize(rows: dict) -> dict:
-            src, tgt = tokenizer.encode(rows["en"]), tokenizer.encode(rows["fr"])
+            src, tgt = tokenizer.encode(rows[source]), tokenizer.encode(rows[target])
             return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src],
                     "tgt_len": [len(t) for t in tgt]}
 
@@ -367,7 +393,7 @@ class TranslationDataModule(L.LightningDataModule):
             refs = _column(ds, "refs") if not split.endswith("train") else None
             if split == "train" and self.hparams.subword_alpha > 0:
                 self._pairs[key] = SampledPairDataset(
-                    _column(ds, "src_ids"), _column(ds, "tgt_ids"), _column(ds, "en"), _column(ds, "fr"),
+                    _column(ds, "src_ids"), _column(ds, "tgt_ids"), *(_column(ds, lang) for lang in self.languages),
                     self.tokenizer, self.hparams.subword_alpha, self.hparams.max_len - 1)
             elif split == "train":
                 self._pairs[key] = ArrowPairDataset(ds)

@@ -13,7 +13,7 @@ from typing import Any
 from minitrans.cleaning import clean
 from minitrans.corpus import read_aligned
 from minitrans.metrics import score
-from minitrans.sources import load_corpus
+from minitrans.sources import for_direction, load_corpus
 from minitrans.errors import DataError
 from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
 from minitrans.textio import write_text_atomic
@@ -25,8 +25,12 @@ SPLIT_ALIASES = {"test_2016_flickr": "test", "val": "valid", "validation": "vali
 
 def load_eval_data(dataset: str | None, split: str, src: str | None, refs: list[str] | None,
                    data_dir: str | None = None, split_settings: dict | None = None,
-                   files: dict[str, str] | None = None, hub_id: str | None = None) -> tuple[list[str], list[list[str]]]:
+                   files: dict[str, str] | None = None, hub_id: str | None = None,
+                   source_lang: str = "en") -> tuple[list[str], list[list[str]]]:
     """Sources and per-sentence references, from a named dataset split or from files.
+
+    A dataset split is read in the model's direction: ``source_lang="fr"`` gives French
+    sources with all their English references (:func:`~minitrans.sources.for_direction`).
 
     ``split_settings`` (``valid_size``, ``test_size``, ``seed``) must be those the model was
     trained with when the split is made by minitrans (Tatoeba): another seed would put
@@ -51,8 +55,8 @@ def load_eval_data(dataset: str | None, split: str, src: str | None, refs: list[
     splits, _ = load_corpus(dataset, data_dir, files=files, hub_id=hub_id, with_train=split == "train", **settings)
     if split not in splits:
         raise DataError(f"Dataset {dataset!r} has no split {split!r}; it has {sorted(splits)}.")
-    data = splits[split]
-    return list(data["en"]), [list(r) for r in data["refs"]]
+    data = for_direction(dataset, {split: splits[split]}, source_lang)[split]
+    return list(data[source_lang]), [list(r) for r in data["refs"]]
 
 
 def eval_sets(trained_on: dict, dataset: str | None) -> list[dict]:

@@ -21,10 +21,11 @@ import json
 from functools import lru_cache
 from typing import Any, Awaitable, Callable
 
-NAMES = {"en": "English", "fr": "French"}
+from minitrans.languages import name
 
-#: decode(texts, beam, nbest, request) -> one Translation per text, through the server's worker.
-Decode = Callable[[list[str], int, int, Any], Awaitable[list]]
+#: decode(texts, beam, nbest, request, (source, target)) -> one Translation per text, through
+#: the worker of that direction.
+Decode = Callable[[list[str], int, int, Any, tuple[str, str]], Awaitable[list]]
 
 
 class LibreTranslateError(Exception):
@@ -56,7 +57,8 @@ def detect(text: str, languages: tuple[str, ...]) -> list[dict[str, Any]]:
     return [{"confidence": round(100 * float(p), 1), "language": lang} for lang, p in ranked]
 
 
-def request_body(source: str, target: str, char_limit: int, max_texts: int, with_languages: bool = True) -> dict:
+def request_body(sources: list[str], targets: list[str], char_limit: int, max_texts: int,
+                 with_languages: bool = True) -> dict:
     """The OpenAPI ``requestBody`` of a route: what it accepts, stated so that clients and
     schemathesis (``tests/test_api_fuzz.py``) know it. Unknown fields are accepted and ignored,
     as LibreTranslate does."""
@@ -66,9 +68,10 @@ def request_body(source: str, target: str, char_limit: int, max_texts: int, with
     fields: dict[str, Any] = {"q": q, "api_key": {"type": "string", "description": "accepted and ignored"}}
     if with_languages:
         fields.update({
-            "source": {"type": "string", "enum": [source],
-                       "description": f"{source}, or auto: detect it (400 when the text is in another language)"},
-            "target": {"type": "string", "enum": [target]},
+            "source": {"type": "string", "enum": sources,
+                       "description": "a source language, or auto: detect it (400 when the text is in a language "
+                                      "no served direction translates into the target)"},
+            "target": {"type": "string", "enum": targets},
             "format": {"type": "string", "enum": ["text", "html"], "default": "text"},
             "alternatives": {"type": "integer", "minimum": 0, "maximum": 15, "default": 0,
                              "description": "n further translations of each text"}})
@@ -96,9 +99,9 @@ async def parameters(request) -> dict[str, Any]:
             raise LibreTranslateError(400, f"Invalid JSON: {err}") from None
         if not isinstance(data, dict):
             raise LibreTranslateError(400, "Invalid request: the JSON body must be an object")
-        for name in ("source", "target", "format", "api_key"):  # JSON says its types: hold it to them
-            if name in data and not isinstance(data[name], str):
-                raise LibreTranslateError(400, f"Invalid request: {name} must be a string")
+        for key in ("source", "target", "format", "api_key"):  # JSON says its types: hold it to them
+            if key in data and not isinstance(data[key], str):
+                raise LibreTranslateError(400, f"Invalid request: {key} must be a string")
         n = data.get("alternatives", 0)
         if isinstance(n, bool) or not (isinstance(n, int) or isinstance(n, float) and n.is_integer()):
             raise LibreTranslateError(400, "Invalid request: alternatives must be a whole number")  # 2.0 is one
@@ -114,15 +117,19 @@ async def parameters(request) -> dict[str, Any]:
     return params
 
 
-def add_routes(app, source: str, target: str, char_limit: int, max_texts: int, default_beam: int,
+def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_texts: int, default_beam: int,
                decode: Decode) -> None:
-    """Register the LibreTranslate routes on ``app`` for one direction ``source``→``target``."""
+    """Register the LibreTranslate routes on ``app`` for the served ``directions``
+    (``(source, target)`` pairs, one model each)."""
     from fastapi import Request
     from fastapi.responses import JSONResponse
 
     from minitrans.formats import html as html_format
 
-    known = tuple(sorted({source, target}))
+    known = tuple(sorted({lang for pair in directions for lang in pair}))
+    sources = sorted({s for s, _ in directions})
+    targets = sorted({t for _, t in directions})
+    served = ", ".join(f"{s} to {t}" for s, t in directions)
     errors = {400: {"description": "bad input: {\"error\": \"...\"}"},
               503: {"description": "the queue is full; retry after Retry-After seconds"},
               504: {"description": "no answer within the server's timeout"}}
@@ -156,7 +163,7 @@ def add_routes(app, source: str, target: str, char_limit: int, max_texts: int, d
         return texts, single
 
     @app.post("/translate", responses=errors, tags=["LibreTranslate"],
-              openapi_extra={"requestBody": request_body(source, target, char_limit, max_texts)})
+              openapi_extra={"requestBody": request_body(sources, targets, char_limit, max_texts)})
     @answer
     async def translate(request: Request):
         """LibreTranslate's translate: q, source (or auto), target, format, alternatives, api_key."""
@@ -175,29 +182,33 @@ def add_routes(app, source: str, target: str, char_limit: int, max_texts: int, d
         detected = None
         if src == "auto":
             detected = [detect(t, known)[0] for t in texts]
-            wrong = next((d["language"] for d in detected if d["language"] != source), None)
-            if wrong is not None:
-                raise LibreTranslateError(400, f"{NAMES.get(wrong, wrong)} ({wrong}) was detected; this server "
-                                               f"translates {source} to {target} only")
-        elif src != source:
-            raise LibreTranslateError(400, f"{src or 'source'} is not supported: this server translates {source} "
-                                           f"to {target} (source={source} or auto)")
-        if tgt != target:
-            raise LibreTranslateError(400, f"{tgt or 'target'} is not supported as a target for {source}: "
-                                           f"this server translates to {target}")
+            found = sorted({d["language"] for d in detected})
+            if len(found) > 1:
+                raise LibreTranslateError(400, f"the texts are in different languages ({', '.join(found)}); send "
+                                               "one request per source language")
+            src = found[0] if found else sources[0]
+            if (src, tgt) not in directions:
+                raise LibreTranslateError(400, f"{name(src)} ({src}) was detected; this server translates {served}")
+        elif src not in sources:
+            raise LibreTranslateError(400, f"{src or 'source'} is not supported: this server translates {served} "
+                                           f"(source={' or '.join(sources)} or auto)")
+        if (src, tgt) not in directions:
+            raise LibreTranslateError(400, f"{tgt or 'target'} is not supported as a target for {src}: this server "
+                                           f"translates {served}")
+        pair = (src, tgt)
         nbest = alternatives + 1
         beam = max(default_beam, nbest)
         if fmt == "html":
             loop = asyncio.get_running_loop()
 
             def translate_texts(pieces: list[str]) -> list[str]:  # called from the worker thread below
-                results = asyncio.run_coroutine_threadsafe(decode(pieces, beam, 1, request), loop).result()
+                results = asyncio.run_coroutine_threadsafe(decode(pieces, beam, 1, request, pair), loop).result()
                 return [r.text for r in results]
 
-            out = [await asyncio.to_thread(html_format.translate, text, translate_texts) for text in texts]
+            out = [await asyncio.to_thread(html_format.translate, text, translate_texts, src) for text in texts]
             alts: list[list[str]] = [[] for _ in texts]
         else:
-            results = await decode(texts, beam, nbest, request)
+            results = await decode(texts, beam, nbest, request, pair)
             out = [r.text for r in results]
             alts = [[text for text, _ in r.nbest[1:nbest]] for r in results]
         body: dict[str, Any] = {"translatedText": out[0] if single else out}
@@ -210,12 +221,12 @@ def add_routes(app, source: str, target: str, char_limit: int, max_texts: int, d
     @app.get("/languages", tags=["LibreTranslate"])
     @answer
     async def languages(request: Request):
-        """The languages this server translates from, each with its targets."""
-        return [{"code": source, "name": NAMES.get(source, source), "targets": [target]},
-                *([{"code": target, "name": NAMES.get(target, target), "targets": []}] if target != source else [])]
+        """The languages this server knows, each with the targets it translates it into."""
+        return [{"code": lang, "name": name(lang), "targets": [t for s, t in directions if s == lang]}
+                for lang in sorted(known, key=lambda lang: (lang not in sources, lang))]
 
     @app.post("/detect", responses=errors, tags=["LibreTranslate"],
-              openapi_extra={"requestBody": request_body(source, target, char_limit, max_texts, False)})
+              openapi_extra={"requestBody": request_body(sources, targets, char_limit, max_texts, False)})
     @answer
     async def detect_route(request: Request):
         """The language of q among those this server knows, with a confidence in percent."""
@@ -227,9 +238,10 @@ def add_routes(app, source: str, target: str, char_limit: int, max_texts: int, d
     @app.get("/frontend/settings", tags=["LibreTranslate"])
     @answer
     async def frontend_settings(request: Request):
-        """What LibreTranslate's front ends read before they show their page."""
+        """What LibreTranslate's front ends read before they show their page (the default direction)."""
+        source, target = directions[0]
         return {"charLimit": char_limit, "frontendTimeout": 500, "apiKeys": False, "keyRequired": False,
                 "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
-                "language": {"source": {"code": source, "name": NAMES.get(source, source)},
-                             "target": {"code": target, "name": NAMES.get(target, target)}}}
+                "language": {"source": {"code": source, "name": name(source)},
+                             "target": {"code": target, "name": name(target)}}}
 

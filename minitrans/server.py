@@ -1,6 +1,7 @@
-"""``minitrans serve``: a translation HTTP API and a web page over one :class:`Translator`.
+"""``minitrans serve``: a translation HTTP API and a web page over one :class:`Translator`
+per direction (``-m en-fr.ckpt -m fr-en.ckpt``: requests are routed by language pair).
 
-Decoding is CPU-bound and the model is not thread-safe, so one worker thread owns it.
+Decoding is CPU-bound and a model is not thread-safe, so one worker thread owns each model.
 Requests wait on the event loop (which never runs the model) while the worker gathers the
 jobs that arrive within a few milliseconds and share decoding settings into one batch —
 **dynamic batching** — bounded by a sentence budget. Input normalisation, tokenisation and
@@ -36,7 +37,7 @@ from importlib import resources
 from typing import Any
 
 from minitrans._version import __version__
-from minitrans import segment
+from minitrans import languages, segment
 from minitrans.engines import Cancelled
 from minitrans.errors import UsageError
 from minitrans.server_settings import ServerSettings
@@ -216,9 +217,11 @@ def _finite(x: float) -> float | None:
 
 
 def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
-    """What ``GET /v1/model`` reports."""
+    """What ``GET /v1/model`` reports (and ``GET /v1/models`` for each model)."""
     data = meta.get("data", {})
+    source, target = translator.languages
     return {"minitrans_version": __version__, "checkpoint_version": meta.get("version"),
+            "source_language": source, "target_language": target,
             "engine": translator.engine.name, "model_config": translator.config.to_dict(),
             "parameters": translator.engine.parameter_count(),
             "vocab_size": translator.tokenizer.vocab_size,
@@ -228,8 +231,9 @@ def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
                          "bf16": translator.bf16, "workers": translator.engine.workers}}
 
 
-def create_app(translator: Translator, settings: ServerSettings | None = None):
-    """The FastAPI application: the API, the page and its static files."""
+def create_app(translators, settings: ServerSettings | None = None):
+    """The FastAPI application: the API, the page and its static files, over a Translator or
+    a list of Translators of different directions (the first is the default direction)."""
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import HTMLResponse, JSONResponse
@@ -238,24 +242,28 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
     from minitrans.api_schema import ERROR_RESPONSES, request_model, response_models
 
     settings = settings or ServerSettings()
-    info = model_info(translator, translator.meta)
+    models = by_direction(translators)
+    directions = list(models)
+    infos = {pair: model_info(t, t.meta) for pair, t in models.items()}
     state: dict[str, Any] = {}
-    TranslateRequest = request_model(settings)
+    TranslateRequest = request_model(settings, directions)
     TranslateResponse = response_models()
+    served = ", ".join(f"{languages.name(s)}→{languages.name(t)}" for s, t in directions)
 
     from contextlib import asynccontextmanager
 
     @asynccontextmanager
     async def lifespan(app):
-        state["worker"] = BatchingWorker(translator, settings)
+        state["workers"] = {pair: BatchingWorker(t, settings) for pair, t in models.items()}
         try:
             yield
         finally:  # graceful shutdown: queued and decoding requests finish first
-            await asyncio.get_running_loop().run_in_executor(None, state["worker"].stop)
+            loop = asyncio.get_running_loop()
+            await asyncio.gather(*(loop.run_in_executor(None, w.stop) for w in state["workers"].values()))
 
     app = FastAPI(title="minitrans", version=__version__, lifespan=lifespan,
                   docs_url=None, redoc_url=None,  # their pages load assets from a CDN
-                  description="English→French translation with a Transformer built from its parts.")
+                  description=f"{served} translation with a Transformer built from its parts.")
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request, exc: RequestValidationError):
         # FastAPI's default echoes the offending input, which fails to encode when it is NaN or
@@ -273,19 +281,26 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
 
     @app.get("/health")
     def health():
-        worker = state.get("worker")
-        if worker is None:
+        workers = state.get("workers")
+        if workers is None:
             return JSONResponse({"status": "starting"}, status_code=503)
-        return {"status": "ok", "pending_sentences": worker.pending}
+        return {"status": "ok", "pending_sentences": sum(w.pending for w in workers.values())}
 
     @app.get("/v1/model")
     def model() -> dict[str, Any]:
-        return info
+        """The default direction's model."""
+        return infos[directions[0]]
 
-    async def run_job(texts: list[str], key: tuple, request) -> tuple[list[Translation], int]:
-        """Texts through the batching worker: ``(translations, batched_with)``, or the
-        HTTPException of a full queue (503), a timeout (504) or a client gone (499)."""
-        worker: BatchingWorker = state["worker"]
+    @app.get("/v1/models")
+    def all_models() -> dict[str, Any]:
+        """Every served model, one per direction, the default first."""
+        return {"models": list(infos.values())}
+
+    async def run_job(texts: list[str], key: tuple, request, pair: tuple[str, str]) -> tuple[list[Translation], int]:
+        """Texts through the batching worker of direction ``pair``: ``(translations,
+        batched_with)``, or the HTTPException of a full queue (503), a timeout (504) or a
+        client gone (499)."""
+        worker: BatchingWorker = state["workers"][pair]
         try:
             job = worker.submit(texts, key, asyncio.get_running_loop())
         except QueueFull:
@@ -296,20 +311,18 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
             raise HTTPException(499, "client closed the request")
         return outcome
 
-    async def decode(texts: list[str], beam: int, nbest: int, request) -> list[Translation]:
+    async def decode(texts: list[str], beam: int, nbest: int, request, pair: tuple[str, str]) -> list[Translation]:
         """:func:`run_job` for the routes of other APIs (LibreTranslate's), in their error shape."""
         from minitrans.libretranslate import LibreTranslateError
 
         try:
-            return (await run_job(texts, (beam, settings.alpha, nbest, False, True), request))[0]
+            return (await run_job(texts, (beam, settings.alpha, nbest, False, True), request, pair))[0]
         except HTTPException as err:
             raise LibreTranslateError(err.status_code, str(err.detail), err.headers) from None
 
     from minitrans import libretranslate
 
-    data = translator.meta.get("data", {})
-    libretranslate.add_routes(app, data.get("src_lang", "en"), data.get("tgt_lang", "fr"), settings.max_chars,
-                              settings.max_sentences, settings.beam, decode)
+    libretranslate.add_routes(app, directions, settings.max_chars, settings.max_sentences, settings.beam, decode)
     if settings.cors_origins:  # opt-in: the server binds loopback by default
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -332,22 +345,40 @@ def create_app(translator: Translator, settings: ServerSettings | None = None):
         if too_long is not None:
             raise HTTPException(413, f"sentence {too_long} has {len(sentences[too_long])} characters; the limit "
                                      f"is {settings.max_chars} (max_chars). Split it into sentences.")
-        if body.attention and info["engine"] != "native":
+        pair = body.direction
+        translator = models[pair]
+        if body.attention and infos[pair]["engine"] != "native":
             raise HTTPException(422, f"attention weights come from the native engine; this server runs "
-                                     f"{info['engine']}. Ask without attention.")
+                                     f"{infos[pair]['engine']}. Ask without attention.")
         if body.attention:
-            values = attention_values(translator, [s for text in sentences for s in segment.split(text.strip()).sentences]
+            values = attention_values(translator, [s for text in sentences
+                                                   for s in segment.split(text.strip(), pair[0]).sentences]
                                       if body.split else sentences)
             if values > settings.max_attention_values:
                 raise HTTPException(413, f"attention weights for these sentences could reach {values:,} numbers; the "
                                          f"limit is {settings.max_attention_values:,} (max_attention_values). Ask "
                                          "for attention on fewer or shorter sentences, or without attention.")
         key = (body.beam, body.alpha, body.nbest, body.attention, body.split)
-        results, batched_with = await run_job(sentences, key, request)
+        results, batched_with = await run_job(sentences, key, request, pair)
         return {"translations": [_translation_json(t, body.attention) for t in results], "batched_with": batched_with,
                 "latency_ms": round(1000 * (time.perf_counter() - started), 1)}
 
     return app
+
+
+def by_direction(translators) -> dict[tuple[str, str], Translator]:
+    """``{(source, target): translator}`` of a Translator or a list of them, in order; a
+    UsageError when two translate the same direction (the server could not choose)."""
+    models: dict[tuple[str, str], Translator] = {}
+    for translator in [translators] if isinstance(translators, Translator) else list(translators):
+        pair = translator.languages
+        if pair in models:
+            raise UsageError(f"two models translate {pair[0]}→{pair[1]}: serve one model per direction (-m once "
+                             "for each).")
+        models[pair] = translator
+    if not models:
+        raise UsageError("no model to serve: give -m/--model at least once.")
+    return models
 
 
 async def _answer(job: _Job, request, timeout_s: float):
@@ -411,16 +442,19 @@ def check_port(host: str, port: int) -> None:
             raise UsageError(f"--host {host} --port {port}: cannot listen there ({err.strerror or err}).") from None
 
 
-def serve(checkpoint: str, host: str = "127.0.0.1", port: int = 8000, device: str = "cpu", bf16: bool = False,
-          settings: ServerSettings | None = None, engine: str | None = None, int8: bool = False,
+def serve(checkpoints: str | list[str], host: str = "127.0.0.1", port: int = 8000, device: str = "cpu",
+          bf16: bool = False, settings: ServerSettings | None = None, engine: str | None = None, int8: bool = False,
           workers: int = 0) -> None:
-    """Load the checkpoint (or exported folder) and serve it with uvicorn until SIGINT/SIGTERM."""
+    """Load the checkpoints (or exported folders; one per direction) and serve them with
+    uvicorn until SIGINT/SIGTERM."""
     import uvicorn
 
-    translator = Translator.load(checkpoint, engine, device=device, bf16=bf16, workers=workers,
-                                 **({"int8": True} if int8 else {}))
+    paths = [checkpoints] if isinstance(checkpoints, str) else list(checkpoints)
+    translators = [Translator.load(path, engine, device=device, bf16=bf16, workers=workers,
+                                   **({"int8": True} if int8 else {})) for path in paths]
     settings = settings or ServerSettings()
-    app = create_app(translator, settings)
-    log.info("serving %s on http://%s:%d", checkpoint, host, port)
+    app = create_app(translators, settings)
+    for path, t in zip(paths, translators):
+        log.info("serving %s (%s→%s) on http://%s:%d", path, *t.languages, host, port)
     # The grace period outlasts timeout_s: every request in flight at SIGTERM gets its answer.
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=settings.grace_s)

@@ -24,7 +24,7 @@ import datasets
 
 from minitrans.cleaning import CleaningReport
 from minitrans.corpus import (MULTI30K_SPLITS, aligned_split, assemble, eval_split, grouped_split, iter_aligned,
-                              iter_tsv, load_hub, read_aligned, read_tsv, resolve_data_dir)
+                              iter_tsv, load_hub, read_aligned, read_tsv, resolve_data_dir, reverse_split)
 from minitrans.errors import DataError
 
 
@@ -32,6 +32,9 @@ class Source:
     """One kind of corpus. ``files`` and ``hub_id`` are the data settings of the same names."""
 
     name = ""
+    #: Evaluation splits with one row per English sentence and all its references
+    #: (:func:`~minitrans.corpus.eval_split`), rather than official line-for-line ones.
+    grouped = False
 
     def files(self, root: Path, files: dict[str, str], hub_id: str | None) -> list[Path]:
         """The raw files the corpus is read from: their sizes and times key the cache."""
@@ -51,6 +54,7 @@ class Tsv(Source):
     """``English<TAB>French`` lines; without valid and test files, a grouped seeded split."""
 
     name = "tsv"
+    grouped = True
 
     def load(self, root, files, hub_id, valid_size, test_size, seed, max_chars, build_dir, with_train, hub_streaming):
         if "train" not in files:
@@ -195,6 +199,17 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
     """
     return source(dataset).load(resolve_data_dir(data_dir), dict(files or {}), hub_id, valid_size, test_size, seed,
                                 max_chars, build_dir, with_train, hub_streaming)
+
+
+def for_direction(dataset: str, splits: dict[str, datasets.Dataset], source_lang: str) -> dict[str, datasets.Dataset]:
+    """``splits`` of ``dataset`` (as :func:`load_corpus` gives them) for a model whose source is
+    ``source_lang``: for French, every evaluation split is turned around
+    (:func:`~minitrans.corpus.reverse_split`), so that ``refs`` holds the target language.
+    Training splits (``train``, ``<name>/train``) are pairs either way and stay as they are."""
+    if source_lang == "en":
+        return splits
+    grouped = source(dataset).grouped
+    return {key: ds if key.rsplit("/", 1)[-1] == "train" else reverse_split(ds, grouped) for key, ds in splits.items()}
 
 
 def download(dataset: str, to: str | os.PathLike) -> Path:

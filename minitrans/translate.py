@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from minitrans.checkpoint import load_for_inference
-from minitrans import segment
+from minitrans import languages, segment
 from minitrans.confidence import confidence
 from minitrans.cleaning import check_unicode, clean
 from minitrans.engines import open_model
@@ -111,6 +111,9 @@ class Translator:
             if meta["tokenizer_fingerprint"] != first:
                 raise CheckpointError(f"Cannot ensemble {path} with {paths[0]}: they use different SentencePiece "
                                       "models, so the same id means different pieces. Ensemble runs of one recipe.")
+            if languages.of(meta) != languages.of(loaded[0][2]):
+                raise CheckpointError(f"Cannot ensemble {path} with {paths[0]}: they translate in different "
+                                      "directions. Ensemble models of one direction.")
         meta = {**loaded[0][2], "ensemble": [str(p) for p in paths]}
         translator = cls(Ensemble([m for m, _, _ in loaded]).eval(), loaded[0][1],
                          **{**meta.get("decoding", {}), **kwargs})
@@ -230,9 +233,15 @@ class Translator:
         return results
 
     @property
+    def languages(self) -> tuple[str, str]:
+        """``(source, target)`` language codes: the direction the model was trained in
+        (``data.direction``; English→French for a checkpoint that records none)."""
+        return languages.of(getattr(self, "meta", {}))
+
+    @property
     def source_language(self) -> str:
-        """The language of the inputs, for sentence segmentation (a checkpoint's own, else English)."""
-        return getattr(self, "meta", {}).get("data", {}).get("src_lang", "en")
+        """The language of the inputs (it chooses the sentence segmenter's rules)."""
+        return self.languages[0]
 
     @property
     def confidence_threshold(self) -> float | None:

@@ -156,22 +156,45 @@ def prepared(data_root, tmp_path_factory):
     return dm
 
 
-@pytest.fixture(scope="session")
-def trained_checkpoint(prepared, tmp_path_factory):
-    """A small model trained on the synthetic corpus until it translates it (~10 s)."""
+def train_tiny(datamodule, folder, **config):
+    """A small model trained on ``datamodule`` for 300 steps (~10 s), saved as ``folder/model.ckpt``."""
     import lightning as L
 
     from minitrans.training import TranslationModule
 
     L.seed_everything(0, verbose=False)
     cfg = ModelConfig(vocab_size=320, d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=128,
-                      dropout=0.0, max_len=64)
+                      dropout=0.0, max_len=64, **config)
     module = TranslationModule(cfg, lr_schedule="cosine", peak_lr=3e-3, warmup_steps=30, total_steps=300,
                                label_smoothing=0.0, val_bleu=False)
     trainer = L.Trainer(max_steps=300, accelerator="cpu", logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
                         use_distributed_sampler=False)
-    trainer.fit(module, prepared)
-    path = tmp_path_factory.mktemp("ckpt") / "model.ckpt"
+    trainer.fit(module, datamodule)
+    path = folder / "model.ckpt"
     trainer.save_checkpoint(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint(prepared, tmp_path_factory):
+    """A small model trained on the synthetic corpus until it translates it (~10 s)."""
+    return train_tiny(prepared, tmp_path_factory.mktemp("ckpt"))
+
+
+@pytest.fixture(scope="session")
+def prepared_fr_en(data_root, tmp_path_factory):
+    """The synthetic corpus turned around: French sources, English targets (``data.direction``)."""
+    import os
+
+    os.environ.pop("MINITRANS_DATA", None)
+    dm = make_datamodule(data_root, tmp_path_factory.mktemp("cache-fr-en"), direction="fr-en")
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+@pytest.fixture(scope="session")
+def trained_fr_en(prepared_fr_en, tmp_path_factory):
+    """A small French→English model (~10 s)."""
+    return train_tiny(prepared_fr_en, tmp_path_factory.mktemp("ckpt-fr-en"))

@@ -131,7 +131,7 @@ def test_one_model_flag_everywhere_and_the_old_spellings_still_work(capsys, tmp_
                  ["average", "-m", ckpt, ckpt, "-o", "a.ckpt"]):
         args = parser.parse_args(argv)
         cli.resolve_model_args(args)
-        assert args.checkpoint in (ckpt, [ckpt, ckpt]), argv
+        assert args.checkpoint in (ckpt, [ckpt], [ckpt, ckpt]), argv  # serve: one -m per direction
     args = parser.parse_args(["export", ckpt, "out-dir"])
     cli.resolve_model_args(args)
     assert (args.checkpoint, args.output_dir) == (ckpt, "out-dir") and "export -m CKPT -o DIR" in capsys.readouterr().err

@@ -503,7 +503,9 @@ def test_contract_the_schema_declares_every_answer(translator):
     assert {"200", "400", "413", "422", "503", "504"} <= set(operation["responses"])
     assert operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("TranslateResponse")
     body = schema["components"]["schemas"]["TranslateRequest"]
-    assert body["additionalProperties"] is False and len(body["anyOf"]) == 17  # nbest <= beam
+    beams, pairs = body["allOf"]
+    assert body["additionalProperties"] is False and len(beams["anyOf"]) == 17  # nbest <= beam
+    assert pairs["anyOf"] == [{"properties": {"source": {"enum": ["en", None]}, "target": {"enum": ["fr", None]}}}]
     q = {o["type"]: o for o in body["properties"]["q"]["anyOf"]}
     assert q["array"]["maxItems"] == 8 and q["string"]["maxLength"] == 100
 

@@ -1,6 +1,6 @@
 """Document formats: translate a whole file's text and keep everything else as it was.
 
-A format is one module with a ``translate(document, translate_texts) -> str`` function and an
+A format is one module with a ``translate(document, translate_texts, lang) -> str`` function and an
 entry in :data:`FORMATS`; ``translate_texts`` maps a list of texts (each may hold several
 sentences) to their translations, in one batched call (:meth:`Translator.translate`). Plain
 text needs no module: ``minitrans translate`` maps its lines one to one. :func:`format_for`
@@ -35,9 +35,10 @@ def format_for(name: str | None, path: str | os.PathLike | None) -> str:
     return EXTENSIONS.get(Path(path).suffix.lower(), "text") if path else "text"
 
 
-def translate_document(fmt: str, document: str, translate_texts: TranslateTexts) -> str:
-    """``document`` in format ``fmt`` with its text translated and its markup unchanged."""
+def translate_document(fmt: str, document: str, translate_texts: TranslateTexts, lang: str = "en") -> str:
+    """``document`` in format ``fmt`` with its text translated and its markup unchanged; its
+    sentences are found with the rules of ``lang``, the document's language."""
     module = FORMATS[fmt]
     if module is None:
         raise ValueError("plain text is translated line by line, not as a document")
-    return importlib.import_module(module).translate(document, translate_texts)
+    return importlib.import_module(module).translate(document, translate_texts, lang)

@@ -114,7 +114,7 @@ def _untouched(event: _Event, inside: bool) -> bool:
     return inside or event.tag in UNTOUCHED
 
 
-def translate(document: str, translate_texts: TranslateTexts) -> str:
+def translate(document: str, translate_texts: TranslateTexts, lang: str = "en") -> str:
     """The document with its text translated (see the module's docstring)."""
     plan: list = []  # raw strings, _Block objects and (raw tag, [attribute spans]) pairs
     block = _Block()
@@ -156,7 +156,7 @@ def translate(document: str, translate_texts: TranslateTexts) -> str:
             flush()
             plan.append(event.raw)
     flush()
-    return _assemble(plan, translate_texts)
+    return _assemble(plan, translate_texts, lang)
 
 
 def _attribute_plan(raw: str):
@@ -170,13 +170,13 @@ def _attribute_plan(raw: str):
     return (raw, spans) if spans else raw
 
 
-def _assemble(plan: list, translate_texts: TranslateTexts) -> str:
+def _assemble(plan: list, translate_texts: TranslateTexts, lang: str) -> str:
     """Translate every block's sentences and attribute value in one call, then write it out."""
     wanted: list[str] = []
     split_blocks = {}
     for i, item in enumerate(plan):
         if isinstance(item, _Block):
-            seg = segment.split(text_of(item.items))
+            seg = segment.split(text_of(item.items), lang)
             if seg.sentences:
                 split_blocks[i] = (seg, len(wanted))
                 wanted += seg.sentences

@@ -68,7 +68,7 @@ def _closing(markup: str) -> bool:
     return bool(_CLOSING.match(markup))
 
 
-def translate(document: str, translate_texts: TranslateTexts) -> str:
+def translate(document: str, translate_texts: TranslateTexts, lang: str = "en") -> str:
     """The document with its text translated (see the module's docstring)."""
     from markdown_it import MarkdownIt
 
@@ -96,7 +96,7 @@ def translate(document: str, translate_texts: TranslateTexts) -> str:
         stretch: Items = []
         for kind, value in split_inline(source) + [("atomic", "")]:
             if kind == "atomic":
-                parts += [(stretch, segment.split(text_of(stretch))), value]
+                parts += [(stretch, segment.split(text_of(stretch), lang)), value]
                 stretch = []
             else:
                 stretch.append((kind, value))

@@ -57,7 +57,7 @@ def read(document: str) -> tuple[str, list[_Cue]]:
     return preamble, cues
 
 
-def translate(document: str, translate_texts: TranslateTexts) -> str:
+def translate(document: str, translate_texts: TranslateTexts, lang: str = "en") -> str:
     """The subtitles with every cue's text translated (see the module's docstring)."""
     preamble, cues = read(document)
     texts = [" ".join(line.strip() for line in cue.lines) for cue in cues]
@@ -67,7 +67,7 @@ def translate(document: str, translate_texts: TranslateTexts) -> str:
             stream += " "
         bounds.append((len(stream), len(stream) + len(text)))
         stream += text
-    seg = segment.split(stream)
+    seg = segment.split(stream, lang)
     translations = translate_texts(seg.sentences) if seg.sentences else []
     per_cue: list[list[str]] = [[] for _ in cues]
     at = 0

@@ -5,21 +5,42 @@ const $ = (id) => document.getElementById(id);
 let results = [];      // the last response's translations, one per input line
 let chosen = [0, 0];   // [line, sentence] whose attention is shown
 let withAttention = true;  // false when the server runs an engine without attention weights
+let models = {};           // "en-fr" -> that direction's /v1/models entry
+const NAMES = { en: "English", fr: "French" };
+const EXAMPLES = {
+  en: "I don't speak French. Where is the station?\nTwo dogs are playing in the snow.",
+  fr: "Je ne parle pas anglais. Où est la gare ?\nDeux chiens jouent dans la neige.",
+};
+
+function showModel() {
+  const info = models[$("direction").value];
+  if (!info) return;
+  const c = info.model_config;
+  withAttention = info.engine === "native";
+  const [src, tgt] = [info.source_language, info.target_language];
+  $("source-name").textContent = NAMES[src] || src;
+  $("target-name").textContent = NAMES[tgt] || tgt;
+  if (Object.values(EXAMPLES).includes($("source").value) && EXAMPLES[src]) $("source").value = EXAMPLES[src];
+  $("model-info").textContent = `Model: ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_model ${c.d_model}, ` +
+    `${(info.parameters / 1e6).toFixed(1)}M parameters, ${info.vocab_size} pieces, ${info.engine} engine.`;
+}
 
 async function loadModelInfo() {
   try {
-    const info = await (await fetch("/v1/model")).json();
-    const c = info.model_config;
-    withAttention = info.engine === "native";
-    $("model-info").textContent = `Model: ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_model ${c.d_model}, ` +
-      `${(info.parameters / 1e6).toFixed(1)}M parameters, ${info.vocab_size} pieces, ${info.engine} engine.`;
+    const list = (await (await fetch("/v1/models")).json()).models;
+    models = Object.fromEntries(list.map((m) => [`${m.source_language}-${m.target_language}`, m]));
+    $("direction").replaceChildren(...list.map((m) => new Option(
+      `${NAMES[m.source_language] || m.source_language} → ${NAMES[m.target_language] || m.target_language}`,
+      `${m.source_language}-${m.target_language}`)));
+    showModel();
   } catch (e) { /* the page works without it */ }
 }
 
 async function translate() {
   const lines = $("source").value.split("\n");
+  const [source, target] = $("direction").value.split("-");
   const body = { q: lines, beam: Number($("beam").value), nbest: Number($("nbest").value),
-                 attention: withAttention };
+                 attention: withAttention, source, target };
   $("translate").disabled = true;
   $("error").hidden = true;
   const started = performance.now();
@@ -164,5 +185,6 @@ function highlight(row, w) {
 $("translate").addEventListener("click", translate);
 $("layer").addEventListener("change", renderAttention);
 $("head").addEventListener("change", renderAttention);
+$("direction").addEventListener("change", showModel);
 $("source").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) translate(); });
 loadModelInfo();
