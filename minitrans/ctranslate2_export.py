@@ -45,6 +45,8 @@ from minitrans.errors import UsageError
 from minitrans.layers import sinusoidal_table
 from minitrans.textio import atomic_folder
 
+#: Rows of the written sinusoid table at least (see :func:`_stack_inputs`).
+MIN_POSITIONS = 1024
 #: Weight types ``--quantization`` accepts (CTranslate2's names; float32 = no quantisation).
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "bfloat16", "int8_bfloat16")
 
@@ -66,8 +68,12 @@ def _norm(spec, norm: torch.nn.LayerNorm) -> None:
 def _stack_inputs(spec, embedding: torch.nn.Embedding, positions) -> None:
     (spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings).weight = _array(embedding.weight)
     spec.scale_embeddings = True  # × √d_model, section 3.4
+    # A sinusoid table of at least MIN_POSITIONS rows: minitrans never decodes past max_len, but a
+    # plain CTranslate2 caller (argos: up to 256 pieces by default) may, and CTranslate2 stops with
+    # "No position encodings are defined for positions >= N" past the table. A learned table
+    # cannot grow: it has the model's max_len rows.
     table = positions.learned.weight if positions.learned is not None else \
-        sinusoidal_table(positions.max_len, embedding.embedding_dim)
+        sinusoidal_table(max(positions.max_len, MIN_POSITIONS), embedding.embedding_dim)
     spec.position_encodings.encodings = _array(table)
 
 

@@ -10,7 +10,11 @@ module (or two: reader and writer) plus one line here:
 
 * ``native`` — a ``.ckpt`` (:mod:`minitrans.native_engine`: minitrans's own Transformer and search);
 * ``ctranslate2`` — a folder written by ``minitrans export`` (:mod:`minitrans.ctranslate2_engine`
-  reads it with CTranslate2; :mod:`minitrans.ctranslate2_export` writes it).
+  reads it with CTranslate2; :mod:`minitrans.ctranslate2_export` writes it);
+* ``argos`` — an Argos Translate package, written only (:mod:`minitrans.argos_export`): Argos
+  Translate and LibreTranslate read it;
+* ``hf`` — a Hugging Face ``transformers`` folder, written only (:mod:`minitrans.hf_export`):
+  ``transformers`` reads it.
 
 A reader module provides ``recognises(path) -> bool``, ``load(path, device, **options) ->
 (engine, tokenizer, metadata)`` and ``metadata(path) -> dict``; a writer module provides
@@ -83,7 +87,7 @@ def check_workers(workers: int) -> int:
 class Format:
     """One model format: the module that reads it (and runs it), and the one that writes it."""
 
-    reader: str
+    reader: str | None  # None: minitrans writes the format for other programs and never reads it
     writer: str | None = None
 
 
@@ -91,14 +95,16 @@ class Format:
 REGISTRY: dict[str, Format] = {
     "native": Format(reader="minitrans.native_engine"),
     "ctranslate2": Format(reader="minitrans.ctranslate2_engine", writer="minitrans.ctranslate2_export"),
+    "argos": Format(reader=None, writer="minitrans.argos_export"),
+    "hf": Format(reader=None, writer="minitrans.hf_export"),
 }
-ENGINES = tuple(REGISTRY)
+ENGINES = tuple(name for name, fmt in REGISTRY.items() if fmt.reader)
 EXPORT_FORMATS = tuple(name for name, fmt in REGISTRY.items() if fmt.writer)
 
 
 def reader(name: str) -> ModuleType:
     """The module that reads format ``name``."""
-    if name not in REGISTRY:
+    if name not in ENGINES:
         raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {name!r}.")
     return importlib.import_module(REGISTRY[name].reader)
 

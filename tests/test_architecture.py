@@ -107,8 +107,9 @@ def test_engines_satisfy_the_protocol_and_every_format_is_registered(trained_che
     from minitrans.engines import ENGINES, EXPORT_FORMATS, REGISTRY, Engine, engine_for, reader, writer
     from minitrans.native_engine import NativeEngine
 
-    assert ENGINES == ("native", "ctranslate2") and EXPORT_FORMATS == ("ctranslate2",)
-    for name in REGISTRY:
+    assert ENGINES == ("native", "ctranslate2") and EXPORT_FORMATS == ("ctranslate2", "argos", "hf")
+    assert set(REGISTRY) == {*ENGINES, *EXPORT_FORMATS}
+    for name in ENGINES:
         module = reader(name)
         assert callable(module.recognises) and callable(module.load) and callable(module.metadata), name
     for name in EXPORT_FORMATS:
@@ -141,6 +142,7 @@ CACHE_KEYS = {
     "multi30k.yaml": "multi30k-01261418a054",
     "paper-base.yaml": "multi30k-01261418a054",
     "quickstart.yaml": "mixture-8cacabd89d8e",
+    "quickstart-fr-en.yaml": "mixture-640b7147097c",
     "tatoeba.yaml": "tatoeba-ec3337850edc",
     "tiny.yaml": "multi30k-54367e32ea5a",
 }
