@@ -11,7 +11,9 @@ French sources for a French→English checkpoint) four ways:
   off), with ``ARGOS_BEAM_SIZE=1 ARGOS_COMPUTE_TYPE=float32``, then with argos's defaults;
 * transformers: ``generate()`` with the export's generation config (greedy), batches of 32.
 
-Prints, for each, sacreBLEU, the outputs identical to minitrans greedy, and seconds; and the
+Prints, for each, sacreBLEU, the outputs identical to minitrans greedy, the outputs identical to
+minitrans greedy without its relative length limit (``max_len_a`` 10, ``max_len_b`` 200: only
+the model's positions bound the output, as in argos and transformers), and seconds; and the
 largest teacher-forced logit difference between minitrans and transformers on 100 sentences.
 Argos gets one sentence per call (its API translates one text), so its speed is not comparable.
 """
@@ -76,14 +78,18 @@ def main() -> None:
     sources, refs = load_eval_data("multi30k", "test_2016_flickr", None, None, source_lang=source)
     sources, refs = sources[: args.limit], refs[: args.limit]
     rows = []
+    unlimited = Translator.from_checkpoint(args.checkpoint)
+    unlimited.max_len_a, unlimited.max_len_b = 10.0, 200
+    open_ended = unlimited.translate(sources, beam_size=1, split=False)
 
-    def report(name: str, hyps: list[str], seconds: float, greedy: list[str] | None) -> None:
-        same = sum(a == b for a, b in zip(hyps, greedy)) if greedy is not None else len(hyps)
-        rows.append((name, score(hyps, refs)["bleu"], same, seconds))
+    def report(name: str, hyps: list[str], seconds: float, greedy: list[str]) -> None:
+        same = sum(a == b for a, b in zip(hyps, greedy))
+        rows.append((name, score(hyps, refs)["bleu"], same, sum(a == b for a, b in zip(hyps, open_ended)), seconds))
 
     started = time.perf_counter()
     greedy = native.translate(sources, beam_size=1, split=False)
     report("minitrans greedy", greedy, time.perf_counter() - started, greedy)
+    report("minitrans greedy, no relative length limit", open_ended, 0.0, greedy)
     started = time.perf_counter()
     report("minitrans beam 5", native.translate(sources, beam_size=5, split=False), time.perf_counter() - started,
            greedy)
@@ -111,9 +117,9 @@ def main() -> None:
                 s, t = torch.tensor([src + [EOS_ID]]), torch.tensor([[BOS_ID] + tgt])
                 worst = max(worst, (model(s, t) - hf(input_ids=s, decoder_input_ids=t).logits).abs().max().item())
     print(f"{args.checkpoint} ({source}→{target}), Multi30k test_2016_flickr, {len(sources)} sentences")
-    print(f"{'system':<48} {'BLEU':>6} {'= greedy':>9} {'seconds':>8}")
-    for name, bleu, same, seconds in rows:
-        print(f"{name:<48} {bleu:6.2f} {same:>9} {seconds:8.1f}")
+    print(f"{'system':<64} {'BLEU':>6} {'= greedy':>9} {'= no limit':>10} {'seconds':>8}")
+    for name, bleu, same, same_open, seconds in rows:
+        print(f"{name:<64} {bleu:6.2f} {same:>9} {same_open:>10} {seconds:8.1f}")
     print(f"largest teacher-forced logit difference, minitrans vs transformers (100 sentences): {worst:.2e}")
 
 

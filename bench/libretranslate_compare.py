@@ -3,9 +3,9 @@
     python bench/libretranslate_compare.py --lt-url http://127.0.0.1:5000 --mt-url http://127.0.0.1:8000
 
 Start the two servers first, on the same model: LibreTranslate (in its own virtual environment:
-its pins clash with minitrans's) serving the Argos package exported from the checkpoint, with
-``ARGOS_BEAM_SIZE=1 ARGOS_COMPUTE_TYPE=float32``, and ``minitrans serve -m CKPT --beam 1`` with
-the same character limit. ``docs/serving.md`` gives the commands. The script sends each request of
+its pins clash with minitrans's) serving the Argos packages exported from the checkpoints, with
+``ARGOS_BEAM_SIZE=1 ARGOS_COMPUTE_TYPE=float32``, and ``minitrans serve -m EN_FR -m FR_EN --beam 1``
+with the same character limit. ``docs/serving.md`` gives the commands. The script sends each request of
 a fixed matrix (JSON, form, multipart and query-string requests; lists; ``auto``;
 ``alternatives``; ``format=html``; every error case; ``/languages``, ``/detect``,
 ``/frontend/settings``) to both, and prints for each the status codes, whether the answers have
@@ -23,6 +23,7 @@ import uuid
 
 SENTENCE = "Two dogs are playing in the snow."
 HTML = "<p>A man is <b>riding</b> a bike.</p><code>x = 1</code>"
+FRENCH = "Deux chiens jouent dans la neige."
 
 
 def _multipart(fields: dict[str, str]) -> tuple[bytes, str]:
@@ -41,6 +42,10 @@ MATRIX = [
     ("multipart", "POST", "/translate", "multipart", {"q": SENTENCE, "source": "en", "target": "fr"}),
     ("query string", "POST", "/translate", "query", {"q": SENTENCE, "source": "en", "target": "fr"}),
     ("source auto", "POST", "/translate", "json", {"q": SENTENCE, "source": "auto", "target": "fr"}),
+    ("json fr→en (a second direction)", "POST", "/translate", "json", {"q": FRENCH, "source": "fr", "target": "en"}),
+    ("source auto, French", "POST", "/translate", "json", {"q": FRENCH, "source": "auto", "target": "en"}),
+    ("paragraph of two sentences", "POST", "/translate", "json", {"q": SENTENCE + " A woman reads a book.",
+                                                                  "source": "en", "target": "fr"}),
     ("alternatives 2", "POST", "/translate", "json", {"q": SENTENCE, "source": "en", "target": "fr",
                                                       "alternatives": 2}),
     ("format html", "POST", "/translate", "json", {"q": HTML, "source": "en", "target": "fr", "format": "html"}),

@@ -3,6 +3,7 @@
     pip install sentencex syntok   # the candidates minitrans does not depend on
     MINITRANS_DATA=../shared/data python bench/segmentation.py [--segmenters pysbd,sentencex,syntok,regex]
     python bench/segmentation.py --worst-case   # pysbd's quadratic time, whole and in minitrans's windows
+    python bench/segmentation.py --segmenters pysbd,regex,argos-onnx   # the splitter of minitrans's Argos packages
 
 Each test set joins k consecutive sentences (k = 2, 3, 5 in turn) of a held-out split with one
 space: Tatoeba test (minitrans's grouped split), Multi30k test_2016_flickr and FLORES-200 dev,
@@ -83,6 +84,15 @@ def segmenter(name: str, lang: str):
             return [text[s[0].offset:s[-1].offset + len(s[-1].value)]
                     for para in syn.analyze(text) for s in para if s]
         return run
+    if name == "argos-onnx":  # the rules minitrans's Argos packages carry (minitrans/sentence_onnx.py), run by MiniSBD
+        import tempfile
+
+        from minisbd import SBDetect
+
+        from minitrans import sentence_onnx
+
+        detector = SBDetect(str(sentence_onnx.write(Path(tempfile.mkdtemp()) / f"{lang}.onnx", lang)), use_gpu=False)
+        return detector.sentences
     if name == "regex":  # the baseline a library must beat: end punctuation, space, capital
         pattern = re.compile(r"(?<=[.!?…])[\"'»”)]*\s+(?=[\"'«“(]*[A-ZÀ-Ý0-9])")
         return lambda text: pattern.split(text)
