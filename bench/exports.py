@@ -44,15 +44,18 @@ print(json.dumps([argostranslate.translate.translate(t, source, target) for t in
 
 
 def run_argos(package: Path, texts: list[str], source: str, target: str, tmp: Path, **settings) -> list[str]:
+    """argostranslate's translations of ``texts`` in a fresh process: it reads its settings at
+    import, so they and its packages live in a new folder under ``tmp``; the network is off
+    (a connection attempt raises). ``settings`` are ARGOS_* environment variables."""
     home = tmp / f"argos-{len(list(tmp.glob('argos-*')))}"
     home.mkdir()
     (home / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
     env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "c"),
            "XDG_CACHE_HOME": str(home / "cache"), "ARGOS_PACKAGES_DIR": str(home / "packages"), **settings}
     done = subprocess.run([sys.executable, "-c", ARGOS, str(package), source, target, str(home / "texts.json")],
-                          env=env, capture_output=True, text=True)
+                          env=env, capture_output=True, text=True, timeout=3600)
     if done.returncode:
-        raise SystemExit(done.stderr[-3000:])
+        raise RuntimeError(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -43,7 +43,7 @@ from minitrans.checkpoint import load_for_inference
 from minitrans.ctranslate2_engine import EXPORT_FILES, META_FILE, SPM_FILE, file_sha256, import_ctranslate2, is_export
 from minitrans.errors import UsageError
 from minitrans.layers import sinusoidal_table
-from minitrans.textio import atomic_folder
+from minitrans.textio import atomic_folder, check_replaceable_folder
 
 #: Rows of the written sinusoid table at least (see :func:`_stack_inputs`).
 MIN_POSITIONS = 1024
@@ -164,34 +164,7 @@ def export_ctranslate2(checkpoint: str | os.PathLike, output_dir: str | os.PathL
 
 
 def check_replaceable(output_dir: str | os.PathLike, checkpoint: str | os.PathLike, force: bool) -> None:
-    """Refuse an output folder whose replacement could lose a user's files.
-
-    A missing or empty folder is written; a folder that is an export of ours (only the files
-    :func:`export_ctranslate2` writes) is replaced with ``force``. Anything else is refused,
-    ``--force`` or not: a folder holding other files, the folder of the checkpoint being
-    exported, the current folder or one above it.
-    """
-    out = Path(output_dir)
-    if not out.exists() and not out.is_symlink():
-        return
-    if not out.is_dir():
-        raise UsageError(f"{out} is a file, not a folder; choose a folder name for the exported model.")
-    real = Path(os.path.realpath(out))
-    source = Path(os.path.realpath(checkpoint))
-    if real in source.parents:
-        raise UsageError(f"{out} holds the checkpoint being exported ({checkpoint}); replacing it would delete "
-                         "the checkpoint. Export to a new folder.")
-    here = Path.cwd().resolve()
-    if real == here or real in here.parents:
-        raise UsageError(f"{out} is the current folder (or holds it); export to a new folder inside it instead.")
-    entries = sorted(out.iterdir())
-    if not entries:
-        return
-    foreign = [e.name for e in entries if e.name not in EXPORT_FILES or not e.is_file() or e.is_symlink()]
-    if foreign or not is_export(out):
-        what = f"holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}" if foreign else \
-            "is not a folder written by `minitrans export`"
-        raise UsageError(f"{out} {what}; --force replaces only a minitrans export, never other files. "
-                         "Choose a new folder.")
-    if not force:
-        raise UsageError(f"{out} already exists; pass --force to replace it, or choose a new folder.")
+    """Refuse an output folder whose replacement could lose a user's files: only an empty folder,
+    or one holding nothing but an export's files with ``force``
+    (:func:`minitrans.textio.check_replaceable_folder`)."""
+    check_replaceable_folder(output_dir, checkpoint, force, EXPORT_FILES, is_export, "minitrans export")

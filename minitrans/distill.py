@@ -71,6 +71,9 @@ def translate_resumable(sources: list[str], out: Path, teachers: list[str], beam
     if done:
         log.info("resuming after %d translated lines (%s)", len(done), partial)
     translator = Translator.from_checkpoints(teachers, bf16=bf16)
+    if translator.languages != ("en", "fr"):
+        raise UsageError(f"--teacher {teachers[0]} translates {'-'.join(translator.languages)}; distill makes "
+                         "English→French data from English text, so the teacher must be an English→French model.")
     started = time.perf_counter()
     with open(partial, "ab") as f:
         f.truncate(len(complete))

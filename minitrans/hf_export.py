@@ -48,7 +48,7 @@ from minitrans.ctranslate2_engine import file_sha256
 from minitrans.errors import UsageError
 from minitrans.layers import sinusoidal_table
 from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
-from minitrans.textio import atomic_folder
+from minitrans.textio import atomic_folder, check_replaceable_folder
 from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 QUANTIZATIONS = ("float32",)
@@ -209,26 +209,6 @@ def write_json(path: Path, value) -> None:
 
 
 def check_replaceable(output_dir: Path, checkpoint: str | os.PathLike, force: bool) -> None:
-    """As :func:`minitrans.ctranslate2_export.check_replaceable`: only an empty folder, or one of
-    our exports with ``force``, is replaced; never other files."""
-    if not output_dir.exists() and not output_dir.is_symlink():
-        return
-    if not output_dir.is_dir():
-        raise UsageError(f"{output_dir} is a file, not a folder; choose a folder name for the exported model.")
-    real, source = Path(os.path.realpath(output_dir)), Path(os.path.realpath(checkpoint))
-    if real in source.parents:
-        raise UsageError(f"{output_dir} holds the checkpoint being exported ({checkpoint}); export to a new folder.")
-    here = Path.cwd().resolve()
-    if real == here or real in here.parents:
-        raise UsageError(f"{output_dir} is the current folder (or holds it); export to a new folder inside it.")
-    entries = sorted(output_dir.iterdir())
-    if not entries:
-        return
-    foreign = [e.name for e in entries if e.name not in FILES or not e.is_file() or e.is_symlink()]
-    if foreign or not (output_dir / "minitrans.json").is_file():
-        what = f"holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}" if foreign else \
-            "is not a folder written by `minitrans export --format hf`"
-        raise UsageError(f"{output_dir} {what}; --force replaces only a minitrans export, never other files. "
-                         "Choose a new folder.")
-    if not force:
-        raise UsageError(f"{output_dir} already exists; pass --force to replace it, or choose a new folder.")
+    """Only an empty folder, or one of our hf exports with ``force``, is replaced; never other files."""
+    check_replaceable_folder(output_dir, checkpoint, force, FILES, lambda folder: (folder / "minitrans.json").is_file(),
+                             "minitrans export --format hf")

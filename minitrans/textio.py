@@ -260,3 +260,41 @@ def write_text_atomic(path: str | os.PathLike, lines: Iterable[str]) -> Path:
         for line in lines:
             f.write(line + "\n")
     return Path(path)
+
+
+def check_replaceable_folder(output_dir: str | os.PathLike, source: str | os.PathLike, force: bool,
+                             files: Iterable[str], is_ours, writer: str) -> None:
+    """Refuse an output folder whose replacement could lose a user's files (every ``minitrans
+    export`` format that writes a folder asks this first).
+
+    A missing or empty folder may be written; a folder that ``is_ours(folder)`` recognises and
+    that holds only plain files named in ``files`` may be replaced with ``force``. Anything else
+    is refused, ``--force`` or not: a folder holding other files, the folder of ``source`` (the
+    checkpoint being exported), the current folder or one above it. ``writer`` names the
+    command in the message.
+    """
+    out = Path(output_dir)
+    if not out.exists() and not out.is_symlink():
+        return
+    if not out.is_dir():
+        raise UsageError(f"{out} is a file, not a folder; choose a folder name for the exported model.")
+    real = Path(os.path.realpath(out))
+    if real in Path(os.path.realpath(source)).parents:
+        raise UsageError(f"{out} holds the checkpoint being exported ({source}); replacing it would delete "
+                         "the checkpoint. Export to a new folder.")
+    here = Path.cwd().resolve()
+    if real == here or real in here.parents:
+        raise UsageError(f"{out} is the current folder (or holds it); export to a new folder inside it instead.")
+    entries = sorted(out.iterdir())
+    if not entries:
+        return
+    known = set(files)
+    foreign = [e.name for e in entries if e.name not in known or not e.is_file() or e.is_symlink()]
+    if foreign or not is_ours(out):
+        what = f"holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}" if foreign else \
+            f"is not a folder written by `{writer}`"
+        raise UsageError(f"{out} {what}; --force replaces only a minitrans export, never other files. "
+                         "Choose a new folder.")
+    if not force:
+        raise UsageError(f"{out} already exists; pass --force to replace it, or choose a new folder.")
+

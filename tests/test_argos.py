@@ -4,10 +4,9 @@ splits sentences offline and translates as minitrans does."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -34,34 +33,18 @@ TEXTS = {
 #: Where pysbd (minitrans's own splitter) keeps one sentence and the packaged rules make two.
 DIFFERENT = {"Il a dit : « Je viens. » Puis il est parti."}
 
-#: Runs argostranslate in a fresh process whose settings and packages live in a temporary
-#: folder, with the network off (any connection attempt raises).
-SCRIPT = r"""
-import json, socket, sys
-def refuse(*args, **kwargs):
-    raise OSError("the network is off in this test")
-socket.socket.connect = refuse
-socket.create_connection = refuse
-import argostranslate.package, argostranslate.translate
-argostranslate.package.install_from_path(sys.argv[1])
-texts = json.loads(sys.argv[2])
-print(json.dumps([argostranslate.translate.translate(t, "en", "fr") for t in texts]))
-"""
-
-
 @pytest.fixture(scope="module")
 def package(trained_checkpoint, tmp_path_factory):
     return export(trained_checkpoint, tmp_path_factory.mktemp("argos") / "translate-en_fr.argosmodel")
 
 
 def run_argos(package, texts, tmp_path, **settings) -> list[str]:
-    env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
-           "ARGOS_PACKAGES_DIR": str(tmp_path / "packages"), "ARGOS_DEVICE_TYPE": "cpu", **settings}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(package), json.dumps(texts)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """argostranslate in a fresh process whose settings and packages live in ``tmp_path``, with the
+    network off (any connection attempt raises): the runner of ``bench/exports.py``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from exports import run_argos as run
+
+    return run(package, texts, "en", "fr", tmp_path, ARGOS_DEVICE_TYPE="cpu", **settings)
 
 
 def test_the_package_is_one_folder_with_what_argos_reads(package, trained_checkpoint):

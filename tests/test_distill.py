@@ -163,3 +163,11 @@ def test_other_inputs_are_refused_over_existing_translations(trained_checkpoint,
         distill.main(["--teacher", str(trained_checkpoint), "--monolingual", str(path), "--out", str(out),
                       "--data-dir", str(data_root)])
     assert exit_info.value.code == 2 and read_lines(out / "synthetic.fr") == ["Autre chose."]
+
+
+def test_a_french_to_english_teacher_is_refused(trained_fr_en, data_root, monolingual, tmp_path, capsys):
+    path, _ = monolingual
+    with pytest.raises(SystemExit) as exit_info:
+        distill.main(["--teacher", str(trained_fr_en), "--monolingual", str(path), "--out", str(tmp_path / "data"),
+                      "--data-dir", str(data_root)])
+    assert exit_info.value.code != 0 and "must be an English→French model" in capsys.readouterr().err
