@@ -177,6 +177,8 @@ def _error(description: str) -> dict[str, Any]:
 #: The error answers of ``POST /v1/translate`` (422 is FastAPI's own, declared by it).
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _error("the body could not be parsed (not JSON, or not of the declared content type)"),
+    401: _error("no X-API-Key header, on a server started with --api-keys"),
+    403: _error("a wrong X-API-Key, on a server started with --api-keys"),
     413: _error("over a limit: max_sentences, max_chars, max_queue or max_attention_values (named in detail)"),
     503: _error("the queue is full (max_queue); retry after the Retry-After header's seconds"),
     504: _error("no answer within the server's timeout_s"),

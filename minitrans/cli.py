@@ -543,6 +543,7 @@ def cmd_serve(a: argparse.Namespace) -> None:
         raise UsageError('`minitrans serve` needs FastAPI and uvicorn: pip install -e ".[serve]"') from None
     from minitrans.search import check_decoding
     from minitrans.server import ServerSettings, check_port, serve
+    from minitrans.server_settings import read_api_keys
 
     check_decoding(a.beam, a.alpha)
     _check_device(a.device)
@@ -551,7 +552,8 @@ def cmd_serve(a: argparse.Namespace) -> None:
     settings = ServerSettings(max_sentences=a.max_sentences, max_chars=a.max_chars, max_queue=a.max_queue,
                               batching=not a.no_batching, batch_wait_ms=a.batch_wait_ms, timeout_s=a.timeout,
                               beam=a.beam, alpha=a.alpha, max_attention_values=a.max_attention_values,
-                              cors_origins=tuple(a.cors_origin or ()))
+                              cors_origins=tuple(a.cors_origin or ()),
+                              api_keys=read_api_keys(a.api_keys) if a.api_keys else ())
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("Serving on %s: reachable from other machines. minitrans has no authentication.", a.host)
     check_port(a.host, a.port)  # before the model loads: a port in use is one line, not uvicorn's traceback
@@ -763,6 +765,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-batching", action="store_true", help="decode each request on its own")
     p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
                    help="let browser pages from ORIGIN call the API (CORS; repeat it; * for any; default: none)")
+    p.add_argument("--api-keys", metavar="FILE",
+                   help="require one of these keys (one per line) on every translation: api_key on LibreTranslate's "
+                        "routes, the X-API-Key header on /v1 (400/401 without one, 403 for a wrong one; default: no keys)")
     p.add_argument("--timeout", type=float, default=limits.timeout_s,
                    help="seconds before a request gets 504 and its decoding stops; shutdown waits this long plus "
                         "5 s for requests in flight (default %(default)s)")

@@ -9,7 +9,9 @@ shape. Decoding goes through the server's batching worker (its limits, batching,
 and shutdown apply), texts are split into sentences and put back like ``/v1``'s, and
 ``format=html`` keeps the markup (:mod:`minitrans.formats.html`). Unlike LibreTranslate, the
 output is not rewritten: no final punctuation copied from the source, no lower-casing, no HTML
-unescaping in text mode. ``api_key`` is accepted and ignored (no keys are configured).
+unescaping in text mode. ``api_key`` is accepted and ignored unless keys are configured
+(``minitrans serve --api-keys FILE``): then a request without one is 400 and a wrong one 403, as
+LibreTranslate answers.
 Language detection (``source=auto``, ``/detect``) is ``py3langid`` restricted to the languages
 the server knows.
 """
@@ -65,7 +67,8 @@ def request_body(sources: list[str], targets: list[str], char_limit: int, max_te
     text = {"type": "string", "minLength": 1, "maxLength": char_limit}
     q = {"anyOf": [text, {"type": "array", "maxItems": max_texts, "items": {"type": "string", "maxLength": char_limit}}],
          "description": "a text, or a list of texts (answers in the same shape)"}
-    fields: dict[str, Any] = {"q": q, "api_key": {"type": "string", "description": "accepted and ignored"}}
+    fields: dict[str, Any] = {"q": q, "api_key": {"type": "string",
+                                                  "description": "ignored unless the server has keys (--api-keys)"}}
     if with_languages:
         fields.update({
             "source": {"type": "string", "enum": sources,
@@ -118,9 +121,10 @@ async def parameters(request) -> dict[str, Any]:
 
 
 def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_texts: int, default_beam: int,
-               decode: Decode) -> None:
+               decode: Decode, key_problem: Callable[[object], tuple[int, str] | None] = lambda key: None) -> None:
     """Register the LibreTranslate routes on ``app`` for the served ``directions``
-    (``(source, target)`` pairs, one model each)."""
+    (``(source, target)`` pairs, one model each). ``key_problem(api_key)`` says whether a
+    request's key lets it in (:meth:`ServerSettings.key_problem`)."""
     from fastapi import Request
     from fastapi.responses import JSONResponse
 
@@ -130,7 +134,8 @@ def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_text
     sources = sorted({s for s, _ in directions})
     targets = sorted({t for _, t in directions})
     served = ", ".join(f"{s} to {t}" for s, t in directions)
-    errors = {400: {"description": "bad input: {\"error\": \"...\"}"},
+    errors = {400: {"description": "bad input, or no API key when keys are configured: {\"error\": \"...\"}"},
+              403: {"description": "a wrong API key (when keys are configured)"},
               503: {"description": "the queue is full; retry after Retry-After seconds"},
               504: {"description": "no answer within the server's timeout"}}
 
@@ -145,6 +150,9 @@ def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_text
         return run
 
     def texts_of(params: dict[str, Any]) -> tuple[list[str], bool]:
+        problem = key_problem(params.get("api_key"))
+        if problem is not None:
+            raise LibreTranslateError(*problem)
         q = params.get("q")
         if q is None or q == "":
             raise LibreTranslateError(400, "Invalid request: missing q parameter")
@@ -240,7 +248,8 @@ def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_text
     async def frontend_settings(request: Request):
         """What LibreTranslate's front ends read before they show their page (the default direction)."""
         source, target = directions[0]
-        return {"charLimit": char_limit, "frontendTimeout": 500, "apiKeys": False, "keyRequired": False,
+        keys = key_problem(None) is not None
+        return {"charLimit": char_limit, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": keys,
                 "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
                 "language": {"source": {"code": source, "name": name(source)},
                              "target": {"code": target, "name": name(target)}}}

@@ -322,7 +322,8 @@ def create_app(translators, settings: ServerSettings | None = None):
 
     from minitrans import libretranslate
 
-    libretranslate.add_routes(app, directions, settings.max_chars, settings.max_sentences, settings.beam, decode)
+    libretranslate.add_routes(app, directions, settings.max_chars, settings.max_sentences, settings.beam, decode,
+                              settings.key_problem)
     if settings.cors_origins:  # opt-in: the server binds loopback by default
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -333,6 +334,9 @@ def create_app(translators, settings: ServerSettings | None = None):
               responses=ERROR_RESPONSES)
     async def translate(body: TranslateRequest, request: Request):
         started = time.perf_counter()
+        problem = settings.key_problem(request.headers.get("x-api-key"))
+        if problem is not None:  # --api-keys: the key travels in a header (the body's keys are the schema's)
+            raise HTTPException(401 if problem[0] == 400 else 403, f"{problem[1]} (send it as the X-API-Key header)")
         single = isinstance(body.q, str)
         sentences = [body.q] if single else list(body.q)
         if len(sentences) > settings.max_sentences:

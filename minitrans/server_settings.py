@@ -29,6 +29,10 @@ class ServerSettings:
             limit allows (~8 bytes of JSON each: the default is ~30 MB); beyond it 413.
         cors_origins: Origins whose browser pages may call the API (CORS; none by default,
             ``*`` for any).
+        api_keys: When not empty, every translation and detection request must carry one of
+            these keys (``api_key`` on LibreTranslate's routes, the ``X-API-Key`` header on
+            ``/v1``): none is 400, a wrong one 403. Empty (the default): no keys, ``api_key``
+            accepted and ignored.
 
     Each field is checked here (a :class:`UsageError` naming its flag), so the command line
     and the Python API share one set of rules and one set of defaults.
@@ -45,8 +49,11 @@ class ServerSettings:
     alpha: float = DEFAULT_ALPHA
     max_attention_values: int = 4_000_000
     cors_origins: tuple[str, ...] = ()
+    api_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if any(not isinstance(k, str) or not k.strip() or k != k.strip() for k in self.api_keys):
+            raise UsageError("--api-keys: every key must be a non-empty string without surrounding spaces.")
         for name in ("max_sentences", "max_chars", "max_queue", "batch_sentences", "max_attention_values"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -67,3 +74,32 @@ class ServerSettings:
         """How long shutdown waits for requests in flight: past ``timeout_s``, so that each is
         answered (translated, or 504 at its own timeout) before the process exits."""
         return self.timeout_s + 5.0
+
+    def key_problem(self, key: object) -> tuple[int, str] | None:
+        """``(status, message)`` when a request's key does not let it in (LibreTranslate's
+        answers: 400 for none, 403 for a wrong one); None when it may go on (or no keys are
+        configured). Compared in constant time."""
+        if not self.api_keys:
+            return None
+        if not isinstance(key, str) or not key:
+            return 400, "Please contact the server operator to get an API key"
+        import hmac
+
+        if not any(hmac.compare_digest(key.encode(), k.encode()) for k in self.api_keys):
+            return 403, "Invalid API key"
+        return None
+
+
+def read_api_keys(path: str) -> tuple[str, ...]:
+    """``--api-keys FILE``: one key per line (blank lines and ``#`` comments skipped)."""
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"--api-keys {path}: no such file; write one key per line.")
+    keys = tuple(line.strip() for line in file.read_text(encoding="utf-8").splitlines()
+                 if line.strip() and not line.lstrip().startswith("#"))
+    if not keys:
+        raise UsageError(f"--api-keys {path} holds no key; write one key per line.")
+    return keys
+

@@ -109,3 +109,44 @@ def test_frontend_settings_and_cors_only_when_asked(translator, client):
     assert "access-control-allow-origin" not in client.get("/languages", headers=headers).headers
     with TestClient(create_app(translator, ServerSettings(cors_origins=("http://example.org",)))) as c:
         assert c.get("/languages", headers=headers).headers["access-control-allow-origin"] == "http://example.org"
+
+
+def test_api_keys_gate_both_apis_as_libretranslate_does(translator, trained_checkpoint, tmp_path):
+    settings = ServerSettings(api_keys=("k-one", "k-two"))
+    with TestClient(create_app(translator, settings)) as c:
+        body = {"q": "The cat eats the bread.", "source": "en", "target": "fr"}
+        missing = c.post("/translate", json=body)
+        assert missing.status_code == 400 and missing.json() == {
+            "error": "Please contact the server operator to get an API key"}
+        wrong = c.post("/translate", json={**body, "api_key": "k-three"})
+        assert wrong.status_code == 403 and wrong.json() == {"error": "Invalid API key"}
+        assert c.post("/translate", data={**body, "api_key": "k-two"}).status_code == 200  # a form field too
+        assert c.post("/detect", json={"q": "Le chat."}).status_code == 400
+        settings_page = c.get("/frontend/settings").json()
+        assert settings_page["apiKeys"] is True and settings_page["keyRequired"] is True
+        assert c.get("/languages").status_code == 200  # what the server offers stays public
+        assert c.post("/v1/translate", json={"q": "The cat."}).status_code == 401
+        assert c.post("/v1/translate", json={"q": "The cat."}, headers={"X-API-Key": "nope"}).status_code == 403
+        assert c.post("/v1/translate", json={"q": "The cat."}, headers={"X-API-Key": "k-one"}).status_code == 200
+    keys = tmp_path / "keys.txt"
+    keys.write_text("# one key per line\nsecret-key\n\n")
+    proc, url = start_server(trained_checkpoint, "--api-keys", keys)
+    try:
+        assert libretranslatepy.LibreTranslateAPI(url, api_key="secret-key").translate(
+            "The cat eats the bread.", "en", "fr").strip()
+        with pytest.raises(Exception, match="403"):  # the client raises urllib's HTTPError
+            libretranslatepy.LibreTranslateAPI(url, api_key="guess").translate("The cat.", "en", "fr")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_an_api_keys_file_must_hold_a_key(tmp_path):
+    from minitrans.errors import UsageError
+    from minitrans.server_settings import read_api_keys
+
+    (tmp_path / "empty.txt").write_text("# nothing\n\n")
+    with pytest.raises(UsageError, match="holds no key"):
+        read_api_keys(str(tmp_path / "empty.txt"))
+    with pytest.raises(UsageError, match="no such file"):
+        read_api_keys(str(tmp_path / "missing.txt"))

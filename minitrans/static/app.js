@@ -33,6 +33,8 @@ async function loadModelInfo() {
       `${NAMES[m.source_language] || m.source_language} → ${NAMES[m.target_language] || m.target_language}`,
       `${m.source_language}-${m.target_language}`)));
     showModel();
+    const settings = await (await fetch("/frontend/settings")).json();
+    $("api-key-label").hidden = !settings.keyRequired;  // minitrans serve --api-keys
   } catch (e) { /* the page works without it */ }
 }
 
@@ -45,9 +47,9 @@ async function translate() {
   $("error").hidden = true;
   const started = performance.now();
   try {
-    const post = (b) => fetch("/v1/translate", {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(b),
-    });
+    const headers = { "Content-Type": "application/json" };
+    if ($("api-key").value) headers["X-API-Key"] = $("api-key").value;
+    const post = (b) => fetch("/v1/translate", { method: "POST", headers, body: JSON.stringify(b) });
     let response = await post(body);
     let data = await response.json();
     if (response.status === 413 && body.attention && String(data.detail).includes("max_attention_values")) {
