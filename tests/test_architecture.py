@@ -220,7 +220,8 @@ def _flags() -> dict[str, list[str]]:
 def test_pin_the_flags_of_every_command():
     """Every command keeps its flags; ``distill`` (new as a command) keeps those of the
     ``scripts/distill.py`` it replaces. ``-m/--model`` (issue #26) was added beside the old
-    ``-c/--checkpoint`` and, for ``export``/``average``, the positional checkpoint."""
+    ``-c/--checkpoint`` and, for ``export``/``average``, the positional checkpoint; ``serve
+    --api-keys`` (issue #27) is new."""
     assert _flags() == FLAGS
 
 
@@ -240,7 +241,8 @@ FLAGS: dict[str, list[str]] = {
         "--help", "--int8", "--model", "--output", "--ref", "--share", "--split", "--src", "--workers", "-c", "-h", "-m",
         "-o"],
     "average": ["--checkpoint", "--help", "--model", "--output", "-c", "-h", "-m", "-o"],
-    "serve": ["--alpha", "--batch-wait-ms", "--beam", "--bf16", "--checkpoint", "--cors-origin", "--device", "--engine",
+    "serve": ["--alpha", "--api-keys", "--batch-wait-ms", "--beam", "--bf16", "--checkpoint", "--cors-origin", "--device",
+        "--engine",
         "--help", "--host", "--int8", "--max-attention-values", "--max-chars", "--max-queue",
         "--max-sentences", "--model", "--no-batching", "--port", "--timeout", "--workers", "-c", "-h", "-m"],
     "export": ["--checkpoint", "--force", "--format", "--help", "--model", "--output", "--quantization", "-c", "-h",
