@@ -210,3 +210,21 @@ def test_every_export_goes_out_in_the_checkpoints_direction(trained_fr_en, tmp_p
 
         config = json.loads((export_hf(trained_fr_en, tmp_path / "hf") / "tokenizer_config.json").read_text())
         assert (config["source_lang"], config["target_lang"]) == ("fr", "en")
+
+
+@pytest.mark.parametrize("fmt, document", [("html", "<p>M. Dupont est là. Il part.</p>"),
+                                           ("markdown", "# Titre\n\nM. Dupont est là. Il part.\n"),
+                                           ("srt", "1\n00:00:01,000 --> 00:00:02,000\nM. Dupont est là. Il part.\n")])
+def test_documents_are_split_with_the_rules_of_the_models_source_language(monkeypatch, fmt, document):
+    from minitrans import segment
+    from minitrans.formats import translate_document
+
+    seen, split = [], segment.split
+
+    def recording(text, lang="en"):
+        seen.append(lang)
+        return split(text, lang)
+
+    monkeypatch.setattr(segment, "split", recording)
+    out = translate_document(fmt, document, lambda texts: [t.upper() for t in texts], "fr")
+    assert seen and set(seen) == {"fr"} and "DUPONT" in out
