@@ -11,9 +11,10 @@ memory is its own; rounds alternate the systems (these machines are noisy: the t
 the median round). Columns: sentences/s, output tokens/s, BLEU, the share of outputs
 identical to native fp32's, peak RSS.
 
-Systems: ``native-fp32``, ``native-bf16`` (autocast), ``native-int8`` (dynamic int8 Linear
+Systems: ``native-fp32``, ``native-bf16`` (`--bf16`: weights cast once and prepacked), ``native-int8`` (dynamic int8 Linear
 layers, torchao), ``native-int8-legacy`` (the same with ``torch.ao.quantization.quantize_dynamic``),
-``native-fp32-nocache`` (the prefix recomputed every step),
+``native-fp32-nocache`` (the prefix recomputed every step), ``native-bf16-unpacked`` (``--bf16``
+without its weights laid out once for oneDNN, :mod:`minitrans.prepack`),
 ``ct2-<type>`` for any ``minitrans export --quantization`` type, and ``baseline-fp32``:
 native fp32 of another minitrans checkout (``--baseline DIR``, e.g. a ``git worktree`` of
 an older commit), to measure a change of the engine itself in the same run. A system may
@@ -57,6 +58,11 @@ def child(args: argparse.Namespace) -> None:
     else:
         translator = Translator.from_checkpoint(args.checkpoint, bf16=system == "native-bf16",
                                                 max_tokens=args.max_tokens, **workers)
+        if system.startswith("native-bf16-unpacked"):  # --bf16 before its weights were prepacked
+            from minitrans.native_engine import NativeEngine
+
+            translator.engine = NativeEngine(translator.engine.model, args.max_tokens, bf16=True, prepack=False,
+                                             **workers)
         if system.startswith("native-int8"):
             quantize_int8(translator.model, legacy=system.endswith("legacy"))
     started = time.perf_counter()

@@ -94,6 +94,8 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+        # Set by minitrans.prepack for bf16 decoding on CPU: [W_q; W_k; W_v] laid out for oneDNN.
+        self.packed_qkv: nn.Module | None = None
         self._stacked: tuple | None = None  # inference-only stacked Q/K/V weights (never saved)
 
     def _split_heads(self, x: Tensor) -> Tensor:
@@ -106,7 +108,9 @@ class MultiHeadAttention(nn.Module):
         When no gradient is needed, self-attention (one input for all three) runs one
         matrix product with the three weight matrices stacked, instead of three.
         """
-        if query is key is value and not torch.is_grad_enabled() and self._plain_projections():
+        if query is key is value and self.packed_qkv is not None:
+            q, k, v = self.packed_qkv(query).chunk(3, dim=-1)  # (B, T, D) each
+        elif query is key is value and not torch.is_grad_enabled() and self._plain_projections():
             weight, bias = self._stacked_qkv()
             q, k, v = F.linear(query, weight, bias).chunk(3, dim=-1)  # (B, T, D) each
         else:
