@@ -55,6 +55,38 @@ def start_server(checkpoint, *flags):
     pytest.fail("the server did not start: " + proc.stdout.read()[-2000:])
 
 
+CHROMIUM = "/usr/bin/chromium"  # Debian's (apt-get install chromium); never a downloaded build
+
+
+def launch_chromium(playwright):
+    """Headless Debian Chromium through Playwright, with nothing that reaches the network."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=[
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"])
+
+
+needs_chromium = pytest.mark.skipif(not __import__("os").path.exists(CHROMIUM),
+                                    reason=f"{CHROMIUM} is not installed (apt-get install chromium)")
+
+
+@__import__("contextlib").contextmanager
+def served_page(checkpoint, *flags):
+    """A Chromium page open on ``minitrans serve CHECKPOINT FLAGS``; the server stops afterwards."""
+    from playwright.sync_api import sync_playwright
+
+    proc, url = start_server(checkpoint, *flags)
+    try:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            page = browser.new_page()
+            page.goto(url)
+            yield page
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from conftest import make_datamodule, make_mixture, run_main, start_server  # noqa: E402
+from conftest import make_datamodule, make_mixture, needs_chromium, run_main, served_page, start_server  # noqa: E402
 from minitrans import languages  # noqa: E402
 from minitrans.corpus import aligned_split, eval_split, reverse_split  # noqa: E402
 from minitrans.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
@@ -160,32 +160,19 @@ def test_serve_takes_one_model_per_direction_and_a_real_client_sees_both(trained
         proc.wait(30)
 
 
-@pytest.mark.skipif(not __import__("os").path.exists("/usr/bin/chromium"), reason="/usr/bin/chromium is not installed")
+@needs_chromium
 def test_the_page_offers_both_directions(trained_checkpoint, trained_fr_en, both):
-    from playwright.sync_api import sync_playwright
-
-    proc, url = start_server(trained_checkpoint, "-m", trained_fr_en, "--beam", "1")
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"])
-            page = browser.new_page()
-            page.goto(url)
-            page.wait_for_function("document.querySelectorAll('#direction option').length == 2")
-            assert page.inner_text("#source-name") == "English" and page.inner_text("#target-name") == "French"
-            page.select_option("#direction", "fr-en")
-            assert page.inner_text("#source-name") == "French" and page.inner_text("#target-name") == "English"
-            assert page.input_value("#source").startswith("Je ne parle pas anglais.")  # the example follows
-            page.fill("#source", "Le chat mange une pomme.")
-            page.click("#translate")
-            page.wait_for_selector("#results > li .best")
-            assert page.inner_text("#results > li .best").strip() == both[1].translate(
-                "Le chat mange une pomme.", beam_size=5)  # the page's beam
-            browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    with served_page(trained_checkpoint, "-m", trained_fr_en, "--beam", "1") as page:
+        page.wait_for_function("document.querySelectorAll('#direction option').length == 2")
+        assert page.inner_text("#source-name") == "English" and page.inner_text("#target-name") == "French"
+        page.select_option("#direction", "fr-en")
+        assert page.inner_text("#source-name") == "French" and page.inner_text("#target-name") == "English"
+        assert page.input_value("#source").startswith("Je ne parle pas anglais.")  # the example follows
+        page.fill("#source", "Le chat mange une pomme.")
+        page.click("#translate")
+        page.wait_for_selector("#results > li .best")
+        assert page.inner_text("#results > li .best").strip() == both[1].translate(
+            "Le chat mange une pomme.", beam_size=5)  # the page's beam
 
 
 def test_every_export_goes_out_in_the_checkpoints_direction(trained_fr_en, tmp_path):

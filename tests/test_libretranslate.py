@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import start_server
+from conftest import needs_chromium, served_page, start_server
 
 pytest.importorskip("fastapi")
 libretranslatepy = pytest.importorskip("libretranslatepy")
@@ -152,30 +152,17 @@ def test_an_api_keys_file_must_hold_a_key(tmp_path):
         read_api_keys(str(tmp_path / "missing.txt"))
 
 
-@pytest.mark.skipif(not __import__("os").path.exists("/usr/bin/chromium"), reason="/usr/bin/chromium is not installed")
+@needs_chromium
 def test_the_page_asks_for_a_key_when_the_server_has_keys(trained_checkpoint, tmp_path):
-    from playwright.sync_api import sync_playwright
-
     keys = tmp_path / "keys.txt"
     keys.write_text("page-key\n")
-    proc, url = start_server(trained_checkpoint, "--api-keys", keys, "--beam", "1")
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"])
-            page = browser.new_page()
-            page.goto(url)
-            page.wait_for_selector("#api-key", state="visible")
-            page.fill("#source", "The cat eats the bread.")
-            page.click("#translate")
-            page.wait_for_selector("#error:not([hidden])")
-            assert "401" in page.inner_text("#error")
-            page.fill("#api-key", "page-key")
-            page.click("#translate")
-            page.wait_for_selector("#results > li .best")
-            assert page.inner_text("#results > li .best").strip()
-            browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    with served_page(trained_checkpoint, "--api-keys", keys, "--beam", "1") as page:
+        page.wait_for_selector("#api-key", state="visible")
+        page.fill("#source", "The cat eats the bread.")
+        page.click("#translate")
+        page.wait_for_selector("#error:not([hidden])")
+        assert "401" in page.inner_text("#error")
+        page.fill("#api-key", "page-key")
+        page.click("#translate")
+        page.wait_for_selector("#results > li .best")
+        assert page.inner_text("#results > li .best").strip()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import start_server, synthetic_pairs
+from conftest import launch_chromium, start_server, synthetic_pairs
 from minitrans import Translator
 
 fastapi = pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
@@ -229,9 +229,7 @@ def test_the_page_in_a_real_browser(live_server, tmp_path):
 
     url, _ = live_server
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = launch_chromium(pw)
         page = browser.new_page()
         requests = []
         page.on("request", lambda r: requests.append(r.url))
