@@ -40,6 +40,14 @@ import time
 from pathlib import Path
 
 
+def source_language(checkpoint: str) -> str:
+    """The checkpoint's source language: the test set is read in its direction."""
+    from minitrans import languages
+    from minitrans.engines import load_metadata
+
+    return languages.of(load_metadata(checkpoint))[0]
+
+
 def child(args: argparse.Namespace) -> None:
     """Translate the sentences once with one system and mode; print one JSON line."""
     import torch
@@ -48,7 +56,7 @@ def child(args: argparse.Namespace) -> None:
     from minitrans.evaluate import load_eval_data
 
     torch.set_num_threads(args.threads)
-    sources, _ = load_eval_data("multi30k", args.split, None, None)
+    sources, _ = load_eval_data("multi30k", args.split, None, None, source_lang=source_language(args.checkpoint))
     sources = sources[: args.limit]
     system, beam = args.child, 1 if args.mode == "greedy" else int(args.mode[4:])
     workers = {"workers": args.workers} if args.workers else {}  # a --baseline checkout may predate workers
@@ -84,7 +92,8 @@ def profile(args: argparse.Namespace) -> None:
     from minitrans.evaluate import load_eval_data
 
     torch.set_num_threads(args.threads)
-    sources = load_eval_data("multi30k", args.split, None, None)[0][: args.limit]
+    sources = load_eval_data("multi30k", args.split, None, None,
+                             source_lang=source_language(args.checkpoint))[0][: args.limit]
     mode = args.modes.split(",")[0]
     beam = 1 if mode == "greedy" else int(mode[4:])
     translator = Translator.from_checkpoint(args.checkpoint, max_tokens=args.max_tokens)
@@ -152,7 +161,7 @@ def main() -> None:
     from minitrans.ctranslate2_export import export_ctranslate2
 
     systems, modes = args.systems.split(","), args.modes.split(",")
-    _, refs = load_eval_data("multi30k", args.split, None, None)
+    _, refs = load_eval_data("multi30k", args.split, None, None, source_lang=source_language(args.checkpoint))
     refs = refs[: args.limit]
     with tempfile.TemporaryDirectory(prefix="minitrans-bench-") as workdir:
         for name in sorted({parse_system(system)[0] for system in systems}):

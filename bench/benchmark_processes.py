@@ -45,6 +45,11 @@ def main() -> None:
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    from minitrans import languages
+    from minitrans.engines import load_metadata
+
+    if languages.of(load_metadata(args.checkpoint)) != ("en", "fr"):
+        raise SystemExit(f"{args.checkpoint} is not an English→French model; this benchmark reads English sources.")
     sources, refs = load_eval_data("multi30k", args.split, None, None)
     with tempfile.TemporaryDirectory(prefix="minitrans-halves-") as tmp:
         workdir = Path(tmp)

@@ -28,6 +28,11 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=5)
     args = parser.parse_args()
 
+    from minitrans import languages
+    from minitrans.engines import load_metadata
+
+    if languages.of(load_metadata(args.checkpoint)) != ("en", "fr"):
+        raise SystemExit(f"{args.checkpoint} is not an English→French model; this benchmark reads English sources.")
     from minitrans import Translator
     from minitrans.evaluate import load_eval_data
     from minitrans.metrics import score

@@ -22,6 +22,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
+    from minitrans import languages
+    from minitrans.engines import load_metadata
+
+    if languages.of(load_metadata(args.checkpoint)) != ("en", "fr"):
+        raise SystemExit(f"{args.checkpoint} is not an English→French model; this benchmark reads English sources.")
     import ctranslate2
     import sentencepiece as spm
 
