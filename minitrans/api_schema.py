@@ -33,7 +33,7 @@ def _whole_number(value: Any) -> Any:
     return value
 
 
-def request_model(settings: ServerSettings, directions: list[tuple[str, str]] = [("en", "fr")]):  # noqa: B006
+def request_model(settings: ServerSettings, directions: tuple[tuple[str, str], ...] | list = (("en", "fr"),)):
     """The request body of ``POST /v1/translate`` for a server with ``settings`` that serves
     ``directions`` (``(source, target)`` pairs; the first is the default)."""
     from typing import Annotated

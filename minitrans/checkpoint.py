@@ -235,9 +235,7 @@ def average_checkpoints(paths: list[str | os.PathLike], output: str | os.PathLik
             raise CheckpointError(f"Cannot average {path} with {paths[0]}: model configs differ in {diff}.")
         if other_meta["tokenizer_fingerprint"] != meta["tokenizer_fingerprint"]:
             raise CheckpointError(f"Cannot average {path} with {paths[0]}: they use different SentencePiece models.")
-        if languages.of(other_meta) != languages.of(meta):
-            raise CheckpointError(f"Cannot average {path} with {paths[0]}: they translate in different directions "
-                                  f"({'-'.join(languages.of(other_meta))} and {'-'.join(languages.of(meta))}).")
+        languages.check_same("average", (paths[0], meta), (path, other_meta))
         state = other["state_dict"]
         if state.keys() != total.keys() or any(state[k].shape != total[k].shape for k in total):
             raise CheckpointError(f"Cannot average {path} with {paths[0]}: parameter names or shapes differ.")

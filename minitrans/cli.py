@@ -446,12 +446,9 @@ def _check_one_direction(paths: list[str]) -> None:
     sources and references serve them all)."""
     from minitrans.engines import load_metadata
 
-    first = languages.of(load_metadata(paths[0]))
+    first = (paths[0], load_metadata(paths[0]))
     for path in paths[1:]:
-        theirs = languages.of(load_metadata(path))
-        if theirs != first:
-            raise UsageError(f"-m {path} translates {'-'.join(theirs)} but -m {paths[0]} translates "
-                             f"{'-'.join(first)}: evaluate models of one direction together.")
+        languages.check_same("evaluate", first, (path, load_metadata(path)), UsageError)
 
 
 def cmd_evaluate(a: argparse.Namespace) -> None:

@@ -45,6 +45,7 @@ from minitrans import languages
 from minitrans._version import __version__
 from minitrans.checkpoint import load_for_inference
 from minitrans.ctranslate2_engine import file_sha256
+from minitrans.ctranslate2_export import MIN_POSITIONS  # generate() may be asked for long outputs too
 from minitrans.errors import UsageError
 from minitrans.layers import sinusoidal_table
 from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
@@ -52,8 +53,6 @@ from minitrans.textio import atomic_folder, check_replaceable_folder
 from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 QUANTIZATIONS = ("float32",)
-#: Rows of the written position table at least: generate() may be asked for long outputs.
-MIN_POSITIONS = 1024
 FILES = ("config.json", "generation_config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json",
          "tokenizer_config.json", "special_tokens_map.json", "minitrans.json")
 

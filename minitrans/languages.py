@@ -8,7 +8,7 @@ checkpoint from before directions existed has none and is ``en-fr``.
 
 from __future__ import annotations
 
-from minitrans.errors import ConfigError
+from minitrans.errors import CheckpointError, ConfigError
 
 #: The directions minitrans trains: ``source-target`` codes (ISO 639-1).
 DIRECTIONS = ("en-fr", "fr-en")
@@ -33,3 +33,14 @@ def of(meta: dict) -> tuple[str, str]:
 def name(code: str) -> str:
     """``"fr"`` → ``"French"`` (the code itself for a language minitrans has no name for)."""
     return NAMES.get(code, code)
+
+
+def check_same(doing: str, first: tuple[str, dict], other: tuple[str, dict], error=CheckpointError) -> None:
+    """Raise ``error`` when two models (``(path, metadata)``) translate in different directions:
+    averaging, ensembling or evaluating them together would mix languages."""
+    (first_path, first_meta), (other_path, other_meta) = first, other
+    mine, theirs = of(first_meta), of(other_meta)
+    if mine != theirs:
+        raise error(f"Cannot {doing} {other_path} with {first_path}: they translate in different directions "
+                    f"({'-'.join(theirs)} and {'-'.join(mine)}); {doing} models of one direction together.")
+

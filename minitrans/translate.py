@@ -111,9 +111,7 @@ class Translator:
             if meta["tokenizer_fingerprint"] != first:
                 raise CheckpointError(f"Cannot ensemble {path} with {paths[0]}: they use different SentencePiece "
                                       "models, so the same id means different pieces. Ensemble runs of one recipe.")
-            if languages.of(meta) != languages.of(loaded[0][2]):
-                raise CheckpointError(f"Cannot ensemble {path} with {paths[0]}: they translate in different "
-                                      "directions. Ensemble models of one direction.")
+            languages.check_same("ensemble", (paths[0], loaded[0][2]), (path, meta))
         meta = {**loaded[0][2], "ensemble": [str(p) for p in paths]}
         translator = cls(Ensemble([m for m, _, _ in loaded]).eval(), loaded[0][1],
                          **{**meta.get("decoding", {}), **kwargs})
