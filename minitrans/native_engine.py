@@ -102,8 +102,8 @@ class NativeEngine:
             bit-exact; log-probabilities and scores stay float32). Casting once avoids
             autocast's cast of every weight at every call (docs/speed.md).
         prepack: With ``bf16`` on a CPU, lay every weight of a Transformer out once for oneDNN
-            (:mod:`minitrans.prepack`): the same outputs as unpacked bf16, 1.04-1.07x its greedy
-            and beam-5 rates for the quickstart model (docs/speed.md). On by default;
+            (:mod:`minitrans.prepack`): the same outputs as unpacked bf16, 1.03-1.09x its greedy
+            and beam-5 rates for the quickstart models (docs/speed.md). On by default;
             ``False`` is for measurements.
         int8: Quantise the model's matrices to int8 first (CPU only; see :func:`quantize_int8`).
         workers: Beam-search batches decoded at once, each by a thread of its own with an equal

@@ -8,7 +8,8 @@ matrices) and the output projection become a :class:`PackedLinear` holding the r
 weight (``torch.ops.mkldnn._reorder_linear_weight``) and calling oneDNN's product on it
 (``_linear_pointwise``). Outputs are identical to ``F.linear``'s in bf16 (tested);
 ``bench/prepack.py`` measured 1.24-1.90x per product at decoding shapes, and
-``bench/benchmark_decode.py`` 1.04-1.07x for whole greedy and beam-5 decoding (docs/speed.md).
+``bench/benchmark_decode.py`` 1.03-1.09x for whole greedy and beam-5 decoding (three runs, both
+quickstart models; docs/speed.md).
 ``NativeEngine`` applies it whenever it decodes a Transformer in bf16 on a CPU that has them.
 For inference only: the packed weights take no gradient, and the model is not trainable
 afterwards.
