@@ -11,10 +11,13 @@ memory is its own; rounds alternate the systems (these machines are noisy: the t
 the median round). Columns: sentences/s, output tokens/s, BLEU, the share of outputs
 identical to native fp32's, peak RSS.
 
-Systems: ``native-fp32``, ``native-bf16`` (`--bf16`: weights cast once and prepacked), ``native-int8`` (dynamic int8 Linear
+Systems: ``native-auto`` (what a user gets with no flag: ``--precision auto``), ``native-fp32``,
+``native-bf16`` (``--precision bf16``: weights
+cast once and prepacked), either ending in ``-shortlist`` (``--shortlist``: the checkpoint's
+vocabulary shortlist from ``minitrans shortlist``; the others score the full vocabulary) or in
+``-unpacked`` (no weight prepacked, :mod:`minitrans.prepack`), ``native-int8`` (dynamic int8 Linear
 layers, torchao), ``native-int8-legacy`` (the same with ``torch.ao.quantization.quantize_dynamic``),
-``native-fp32-nocache`` (the prefix recomputed every step), ``native-bf16-unpacked`` (``--bf16``
-without its weights laid out once for oneDNN, :mod:`minitrans.prepack`),
+``native-fp32-nocache`` (the prefix recomputed every step),
 ``ct2-<type>`` for any ``minitrans export --quantization`` type, and ``baseline-fp32``:
 native fp32 of another minitrans checkout (``--baseline DIR``, e.g. a ``git worktree`` of
 an older commit), to measure a change of the engine itself in the same run. A system may
@@ -64,13 +67,22 @@ def child(args: argparse.Namespace) -> None:
         translator = Translator.from_export(Path(args.workdir) / system, threads=args.threads,
                                             max_tokens=args.max_tokens, **workers)
     else:
-        translator = Translator.from_checkpoint(args.checkpoint, bf16=system == "native-bf16",
-                                                max_tokens=args.max_tokens, **workers)
-        if system.startswith("native-bf16-unpacked"):  # --bf16 before its weights were prepacked
+        options = {} if not hasattr(Translator, "precision") else {  # a --baseline checkout may predate them
+            "precision": "auto" if system == "native-auto" else "bf16" if system.startswith("native-bf16") else "fp32",
+            "shortlist": system.endswith("-shortlist")}
+        if "-unpacked" in system:  # the weights as they are: no matrix laid out for oneDNN
+            from minitrans.checkpoint import load_for_inference
             from minitrans.native_engine import NativeEngine
 
-            translator.engine = NativeEngine(translator.engine.model, args.max_tokens, bf16=True, prepack=False,
-                                             **workers)
+            model, tokenizer, meta = load_for_inference(args.checkpoint)
+            engine = NativeEngine(model, args.max_tokens, options["precision"], prepack=False, **workers)
+            limits = {k: v for k, v in meta.get("decoding", {}).items() if k in ("max_len_a", "max_len_b")}
+            translator = Translator(engine, tokenizer, **limits)
+            translator.meta = meta
+        else:
+            translator = Translator.from_checkpoint(args.checkpoint, max_tokens=args.max_tokens, **options, **workers)
+        if system.endswith("-shortlist") and translator.engine.shortlist is None:
+            raise SystemExit(f"{system}: {args.checkpoint} has no shortlist (write one with `minitrans shortlist`)")
         if system.startswith("native-int8"):
             quantize_int8(translator.model, legacy=system.endswith("legacy"))
     started = time.perf_counter()
@@ -96,7 +108,8 @@ def profile(args: argparse.Namespace) -> None:
                              source_lang=source_language(args.checkpoint))[0][: args.limit]
     mode = args.modes.split(",")[0]
     beam = 1 if mode == "greedy" else int(mode[4:])
-    translator = Translator.from_checkpoint(args.checkpoint, max_tokens=args.max_tokens)
+    # One worker: the profiler records the calling thread's operators, not a worker thread's.
+    translator = Translator.from_checkpoint(args.checkpoint, max_tokens=args.max_tokens, workers=1)
     translator.translate(sources[:50], beam_size=beam)  # warm-up
     started = time.perf_counter()
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -143,8 +156,8 @@ def main() -> None:
                         help="batch budget of both engines (native: sentences x longest source x beam; "
                              "CTranslate2: source tokens)")
     parser.add_argument("--profile", action="store_true",
-                        help="instead of the table: profile native fp32 on the first --limit sentences of the "
-                             "first mode (torch.profiler, operators by self CPU time)")
+                        help="instead of the table: profile the default native path (one worker) on the first "
+                             "--limit sentences of the first mode (torch.profiler, operators by self CPU time)")
     parser.add_argument("--baseline", help="a minitrans checkout whose engine runs as system baseline-fp32")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)

@@ -9,7 +9,8 @@ exposes it, and the product timed against ``F.linear`` on the same inputs:
 
 * fp32: ``F.linear``; MKL's packed GEMM (``torch.ops.mkl._mkl_reorder_linear_weight`` +
   ``_mkl_linear``); oneDNN's (``torch.ops.mkldnn._reorder_linear_weight`` + ``_linear_pointwise``);
-* bf16: ``F.linear`` on bf16 tensors (what ``--bf16`` runs); oneDNN's packed bf16 product.
+* bf16: ``F.linear`` on bf16 tensors (what ``--bf16`` runs); oneDNN's packed bf16 product
+  (skipped on a CPU whose oneDNN has no bf16 kernels, where bf16 is emulated).
 
 Weights are packed for the largest row count and also applied to half as many rows (live beams
 shrink as sentences finish). Prints microseconds per product (the median of ``--repeats``, the
@@ -44,6 +45,7 @@ def main() -> None:
           f"{torch.backends.mkldnn.is_available()}, CPU capability {torch.backends.cpu.get_cpu_capability()}")
     print(f"{'threads':>7} {'rows':>5} {'layer':<16} {'packed for':>10} "
           f"{'fp32 F.linear':>13} {'MKL packed':>16} {'oneDNN packed':>16} {'bf16 F.linear':>13} {'oneDNN bf16':>16}")
+    bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())  # else bf16 is emulated: its columns are skipped
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)
         for rows in [int(r) for r in args.rows.split(",")]:
@@ -52,7 +54,7 @@ def main() -> None:
                 wb, bb = w.bfloat16(), b.bfloat16()
                 mkl_w = torch.ops.mkl._mkl_reorder_linear_weight(w, rows)
                 dnn_w = torch.ops.mkldnn._reorder_linear_weight(w, rows)
-                dnn_wb = torch.ops.mkldnn._reorder_linear_weight(wb, rows)
+                dnn_wb = torch.ops.mkldnn._reorder_linear_weight(wb, rows) if bf16 else None
                 for m in (rows, rows // 2):
                     x = torch.randn(m, n_in)
                     xb = x.bfloat16()
@@ -63,6 +65,8 @@ def main() -> None:
                         "bf16": lambda: F.linear(xb, wb, bb),
                         "dnn_bf16": lambda: torch.ops.mkldnn._linear_pointwise(xb, dnn_wb, bb, "none", [], ""),
                     }
+                    if not bf16:
+                        runs["bf16"] = runs["dnn_bf16"] = runs["fp32"]  # shown as "-"
                     reference, reference_bf16 = runs["fp32"](), runs["bf16"]().float()
                     diffs = {k: (f().float() - (reference_bf16 if "bf16" in k else reference)).abs().max().item()
                              for k, f in runs.items()}
@@ -79,9 +83,11 @@ def main() -> None:
                     us = {k: 1e6 * statistics.median(t) for k, t in times.items()}
 
                     def cell(k: str, base: str) -> str:
+                        if not bf16 and "bf16" in k + base:
+                            return "-"
                         return f"{us[k]:7.1f} ({us[base] / us[k]:4.2f}×)"
                     print(f"{threads:>7} {m:>5} {name:<16} {rows:>10} {us['fp32']:13.1f} {cell('mkl', 'fp32'):>16} "
-                          f"{cell('dnn', 'fp32'):>16} {us['bf16']:13.1f} {cell('dnn_bf16', 'bf16'):>16}"
+                          f"{cell('dnn', 'fp32'):>16} {us['bf16'] if bf16 else float('nan'):13.1f} {cell('dnn_bf16', 'bf16'):>16}"
                           f"   max |diff| {max(diffs['mkl'], diffs['dnn']):.1e} / {diffs['dnn_bf16']:.1e}")
 
 

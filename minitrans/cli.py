@@ -32,8 +32,14 @@ log = logging.getLogger("minitrans")
 LIGHTNING_COMMANDS = ("train", "fit", "validate", "test")
 #: Lines translated at once from a file or stdin: large enough for full decoding batches.
 CHUNK_LINES = 1000
-BF16_HELP = ("decode with bf16 weights, prepacked for oneDNN on CPU (quickstart on AMX: beam 5 1.5x fp32, as fast as "
-             "CTranslate2 fp32; BLEU within 0.16 on both quickstart models; not bit-exact)")
+PRECISION_HELP = ("number format of decoding (native engine): auto (default) = bf16 on a CPU with AMX or "
+                  "AVX-512-BF16 and on a GPU with bf16, fp32 elsewhere (bf16 without those units is emulated, "
+                  "slower); fp32; bf16 (quickstart on AMX: beam 5 1.5x fp32, BLEU within 0.16); int8 (dynamic "
+                  "int8 matrices, CPU). /v1/model and evaluate's report say which was picked and why")
+BF16_HELP = "the same as --precision bf16"
+SHORTLIST_HELP = ("score only the checkpoint's vocabulary shortlist (written by `minitrans shortlist`): faster "
+                  "beam search, but it cost the quickstart model 0.14-0.52 BLEU (docs/speed.md), so it is off "
+                  "by default")
 
 
 # -- Lightning ---------------------------------------------------------------------------
@@ -43,6 +49,7 @@ def _lightning_cli_class():
     from lightning.pytorch.loggers import CSVLogger
 
     from minitrans.checkpoint import copy_atomic
+    from minitrans.precision import training_precision
     from minitrans.training import AtomicCheckpointIO
 
     class MinitransCLI(LightningCLI):
@@ -113,6 +120,10 @@ def _lightning_cli_class():
                     pass
                 config["logger"] = loggers
             config["plugins"] = [*(config.get("plugins") or []), AtomicCheckpointIO()]
+            chosen, why = training_precision(config.get("precision"), config.get("accelerator"))
+            if why:  # a recipe's bf16-mixed on a CPU that would emulate bf16
+                log.warning(why)
+                config["precision"] = chosen
             return super()._instantiate_trainer(config, callbacks)
 
         def after_fit(self) -> None:
@@ -414,8 +425,15 @@ def _load_translator(paths: list[str], a: argparse.Namespace):
     if a.ensemble:
         if a.engine == "ctranslate2":
             raise UsageError("--ensemble runs on the native engine: give .ckpt files without --engine ctranslate2.")
-        return Translator.from_checkpoints(paths, device=a.device, bf16=a.bf16, int8=a.int8, workers=a.workers)
-    return Translator.load(paths[0], a.engine, device=a.device, bf16=a.bf16, int8=a.int8, workers=a.workers)
+        return Translator.from_checkpoints(paths, device=a.device, **engine_options(a))
+    return Translator.load(paths[0], a.engine, device=a.device, **engine_options(a))
+
+
+def engine_options(a: argparse.Namespace) -> dict:
+    """The engine options of the decoding flags (:func:`add_decoding_flags`)."""
+    from minitrans.precision import requested
+
+    return {"precision": requested(a.precision, a.bf16, a.int8), "shortlist": a.shortlist, "workers": a.workers}
 
 
 def _held_out_sets(a: argparse.Namespace, checkpoint: str) -> list[tuple[str, str, tuple[list, list]]]:
@@ -509,8 +527,7 @@ def cmd_calibrate(a: argparse.Namespace) -> None:
         sources, refs = sources + s, refs + r
     if a.engine == "ctranslate2" or not str(a.checkpoint).endswith(".ckpt") and Path(a.checkpoint).is_dir():
         raise UsageError("calibrate writes a checkpoint: give the .ckpt, then export the calibrated one.")
-    translator = Translator.load(a.checkpoint, "native", device=a.device, bf16=a.bf16, int8=a.int8,
-                                 workers=a.workers)
+    translator = Translator.load(a.checkpoint, "native", device=a.device, **engine_options(a))
     results = translator.translate_detailed(sources, beam_size=a.beam, alpha=a.alpha, split=False,
                                             progress=Progress(len(sources), f"calibrating on {a.split}"))
     try:
@@ -521,6 +538,35 @@ def cmd_calibrate(a: argparse.Namespace) -> None:
     with_metadata(a.checkpoint, a.output, confidence=record)
     print(json.dumps(record, indent=2))
     print(f"wrote {a.output}: its translations carry low_confidence (the worst {a.share:.0%} of {a.split})",
+          file=sys.stderr)
+
+
+def cmd_shortlist(a: argparse.Namespace) -> None:
+    """Build a vocabulary shortlist from a checkpoint's training pairs; write it into a new checkpoint."""
+    from minitrans.checkpoint import checkpoint_metadata, with_metadata
+    from minitrans.datamodule import TranslationDataModule
+    from minitrans.shortlist import build
+
+    check_writable(a.output, "--output")
+    if same_file(a.checkpoint, a.output):
+        raise UsageError(f"--output {a.output} is the checkpoint read (it may be a resumable training "
+                         "checkpoint); write the checkpoint with its shortlist to a new file.")
+    if a.top_k < 1 or a.frequent < 0:
+        raise UsageError(f"--top-k must be ≥ 1 and --frequent ≥ 0, got {a.top_k} and {a.frequent}.")
+    meta = checkpoint_metadata(a.checkpoint)
+    dm = TranslationDataModule.from_settings(meta.get("data", {}), a.data_dir)
+    dm.prepare_data()
+    dm.setup("fit")
+    if dm.tokenizer.fingerprint() != meta["tokenizer_fingerprint"]:
+        raise UsageError(f"{a.checkpoint}: the data prepared from its recorded settings has another SentencePiece "
+                         "model than the checkpoint's; point --data-dir (or MINITRANS_DATA) at the corpora it was "
+                         "trained on.")
+    shortlist = build(dm.train_pairs(), dm.tokenizer.vocab_size, a.top_k, a.frequent)
+    with_metadata(a.checkpoint, a.output, shortlist=shortlist.to_entry())
+    sizes = (shortlist.table >= 0).sum(1).float()
+    print(json.dumps({"pairs": shortlist.pairs, "top_k": a.top_k, "frequent": len(shortlist.always),
+                      "mean_list": round(float(sizes[sizes > 0].mean()), 1) if bool((sizes > 0).any()) else 0}))
+    print(f"wrote {a.output}: `minitrans translate -m {a.output} --shortlist` scores only the shortlist",
           file=sys.stderr)
 
 
@@ -555,7 +601,7 @@ def cmd_serve(a: argparse.Namespace) -> None:
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("Serving on %s: reachable from other machines. minitrans has no authentication.", a.host)
     check_port(a.host, a.port)  # before the model loads: a port in use is one line, not uvicorn's traceback
-    serve(a.checkpoint, a.host, a.port, a.device, a.bf16, settings, a.engine, a.int8, a.workers)
+    serve(a.checkpoint, a.host, a.port, a.device, settings=settings, engine=a.engine, **engine_options(a))
 
 
 def cmd_export(a: argparse.Namespace) -> None:
@@ -574,7 +620,10 @@ def cmd_distill(a: argparse.Namespace) -> None:
     """Make distillation / self-training data: a teacher translates in-domain English (resumable)."""
     from minitrans.distill import distill
 
-    out = distill(a.teacher, a.monolingual, a.out, a.data_dir, a.beam, a.alpha, a.chunk, a.bf16, a.limit)
+    from minitrans.precision import requested
+
+    out = distill(a.teacher, a.monolingual, a.out, a.data_dir, a.beam, a.alpha, a.chunk, limit=a.limit,
+                  precision=requested(a.precision, a.bf16))
     print(f"wrote {out}: train it with `minitrans train --config configs/distill.yaml`")
 
 
@@ -586,7 +635,7 @@ def cmd_download(a: argparse.Namespace) -> None:
 
 
 MODEL_HELP = "a .ckpt, or a folder written by `minitrans export` (with --engine ctranslate2)"
-INT8_HELP = "dynamic int8 quantisation for CPU decoding (faster, not bit-exact)"
+INT8_HELP = "the same as --precision int8"
 ENSEMBLE_HELP = "decode several checkpoints (same tokenizer) as one model, averaging their probabilities"
 ENGINE_HELP = "native (PyTorch) or ctranslate2 (an exported folder); default: by what the model path is"
 WORKERS_HELP = ("beam-search batches decoded at once, each by its own thread with a share of the CPU threads "
@@ -606,14 +655,17 @@ def _workers(text: str) -> int:
 
 def add_decoding_flags(p: argparse.ArgumentParser, whose: str = "") -> None:
     """The decoding flags ``translate``, ``evaluate`` and ``serve`` share, defined once:
-    ``--engine --device --bf16 --int8 --workers --beam --alpha``."""
+    ``--engine --device --precision (--bf16 --int8) --shortlist --workers --beam --alpha``."""
+    from minitrans.precision import PRECISIONS
     from minitrans.engines import ENGINES
     from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
 
     p.add_argument("--engine", choices=ENGINES, help=ENGINE_HELP)
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default %(default)s)")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto", help=PRECISION_HELP)
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--int8", action="store_true", help=INT8_HELP)
+    p.add_argument("--shortlist", action=argparse.BooleanOptionalAction, default=False, help=SHORTLIST_HELP)
     p.add_argument("--workers", type=_workers, default=0, help=WORKERS_HELP)
     p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help=f"{whose}beam size (1 = greedy; default %(default)s)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
@@ -678,6 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
     from minitrans.engines import EXPORT_FORMATS
     from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
     from minitrans.server_settings import ServerSettings
+    from minitrans.shortlist import FREQUENT as SHORTLIST_FREQUENT, TOP_K as SHORTLIST_TOP_K
 
     parser = _Parser(prog="minitrans", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"minitrans {__version__}")
@@ -738,6 +791,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", action="append", help="reference file aligned with --src")
     p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
 
+    p = command("shortlist", cmd_shortlist)
+    add_model_flag(p, "store", "a .ckpt (it is not changed)")
+    p.add_argument("--output", "-o", required=True, help="the checkpoint to write, with its shortlist (never the input)")
+    p.add_argument("--top-k", type=int, default=SHORTLIST_TOP_K,
+                   help="target pieces kept per source piece (default %(default)s)")
+    p.add_argument("--frequent", type=int, default=SHORTLIST_FREQUENT,
+                   help="most frequent target pieces every batch scores (default %(default)s)")
+    p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
+
     p = command("average", cmd_average)
     add_model_flag(p, "extend", "checkpoints of one run (same model config and tokenizer)")
     p.add_argument("old_positional", nargs="*", metavar="CKPT", help=argparse.SUPPRESS)
@@ -789,6 +851,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="beam size (default %(default)s)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="length penalty exponent (default %(default)s)")
     p.add_argument("--chunk", type=int, default=2000, help="lines per resumable chunk (default %(default)s)")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto", help=PRECISION_HELP)
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--limit", type=int, help="translate only the first N lines (trials)")
 

@@ -42,6 +42,7 @@ import torch
 
 from minitrans.config import ModelConfig
 from minitrans.engines import check_stop, check_workers
+from minitrans.precision import Precision
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.search import Hypothesis, length_limits, length_penalty
 from minitrans.tokenizer import Tokenizer
@@ -106,10 +107,13 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 def load(path: str | os.PathLike, device: str = "cpu", bf16: bool = False, int8: bool = False, workers: int = 0,
-         max_tokens: int | None = None, compute_type: str = "default", threads: int = 0):
-    """``(CTranslate2Engine, tokenizer, metadata)`` of an exported folder."""
-    if bf16 or int8:
-        raise UsageError("--bf16 and --int8 are for the native engine; export with --quantization instead.")
+         max_tokens: int | None = None, compute_type: str = "default", threads: int = 0, precision: str = "auto",
+         shortlist: bool = False):
+    """``(CTranslate2Engine, tokenizer, metadata)`` of an exported folder (its weight type is
+    chosen at export: ``precision`` stays ``auto``; ``shortlist`` is the native engine's)."""
+    if bf16 or int8 or precision not in (None, "auto"):
+        raise UsageError("--precision (--bf16, --int8) is for the native engine; export with --quantization "
+                         "instead.")
     if not is_export(path):
         raise UsageError(f"--engine ctranslate2 needs a folder written by `minitrans export`, and {path} is not "
                          "one: export it with `minitrans export -m CKPT -o OUTDIR`.")
@@ -152,6 +156,9 @@ class CTranslate2Engine:
         self.ids = {piece: i for i, piece in enumerate(self.pieces)}
         self.device = torch.device(device)
         self.adds_eos = _adds_source_eos(self.path)
+        kind = getattr(self.translator, "compute_type", compute_type)
+        self.precision = Precision(str(kind), "auto", f"CTranslate2 compute type {kind} (chosen at export: "
+                                   "minitrans export --quantization)")
 
     def parameter_count(self) -> int:
         """The native model's count for this config (built on the meta device: no memory, no

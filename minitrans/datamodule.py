@@ -8,8 +8,10 @@ so a second run with the same settings reuses the cache in seconds. ``setup`` on
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +187,23 @@ class TranslationDataModule(L.LightningDataModule):
         self.splits: dict[str, datasets.Dataset] = {}
         self._train_loader: ResumableDataLoader | None = None
         self._pairs: dict[tuple[str, int | None], PairDataset] = {}
+
+    @classmethod
+    def from_settings(cls, data: dict[str, Any], data_dir: str | None = None) -> "TranslationDataModule":
+        """The data module a checkpoint was trained with, from its recorded ``data`` settings
+        (``data_dir`` replaces the recorded folder; ``MINITRANS_DATA`` still overrides both)."""
+        names = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        settings = {k: v for k, v in data.items() if k in names}
+        if settings.get("corpora"):
+            settings["corpora"] = [CorpusSpec(**c) for c in settings["corpora"]]
+        if data_dir is not None:
+            settings["data_dir"] = data_dir
+        return cls(**settings)
+
+    def train_pairs(self) -> Iterator[tuple[list[int], list[int]]]:
+        """The training split's ``(source ids, target ids)``, read from the cache in blocks."""
+        for block in self.splits["train"].select_columns(["src_ids", "tgt_ids"]).iter(batch_size=10_000):
+            yield from zip(block["src_ids"], block["tgt_ids"])
 
     # -- the cache -------------------------------------------------------------------
     @property

@@ -36,6 +36,7 @@ import torch
 
 from minitrans.config import ModelConfig
 from minitrans.errors import UsageError
+from minitrans.precision import Precision
 from minitrans.search import Hypothesis
 
 
@@ -46,6 +47,7 @@ class Engine(Protocol):
     name: str
     workers: int  # batches decoded at once
     bf16: bool
+    precision: Precision  # what it decodes in, and why (minitrans.precision)
     max_tokens: int  # token budget of a decoding batch
 
     @property

@@ -1,8 +1,10 @@
 """The native engine: minitrans's own Transformer and search (PyTorch), reading ``.ckpt`` files.
 
-Sentences are decoded in token-budget batches of similar length (:func:`token_batches`),
-optionally with bf16 weights or dynamic int8 matrices, and beam-search batches on several
-worker threads at once (:mod:`minitrans.workers`).
+Sentences are decoded in token-budget batches of similar length (:func:`token_batches`), in the
+precision the hardware suits (:mod:`minitrans.precision`: bf16 weights, fp32, or dynamic int8
+matrices), scoring only the checkpoint's vocabulary shortlist when it has one
+(:mod:`minitrans.shortlist`), and beam-search batches on several worker threads at once
+(:mod:`minitrans.workers`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from minitrans.checkpoint import checkpoint_metadata, load_for_inference
 from minitrans.config import ModelConfig
 from minitrans.engines import check_stop, check_workers, engine_for
 from minitrans.errors import UsageError
+from minitrans.precision import Precision, choose, requested
+from minitrans.shortlist import Shortlist
 from minitrans.search import Hypothesis, beam_search, greedy_search
 from minitrans.transformer import Transformer
 from minitrans.workers import WorkerPool, default_workers
@@ -29,16 +33,22 @@ def recognises(path: Path) -> bool:
 
 
 def load(path: str | os.PathLike, device: str = "cpu", bf16: bool = False, int8: bool = False, workers: int = 0,
-         max_tokens: int | None = None):
+         max_tokens: int | None = None, precision: str = "auto", shortlist: bool = False):
     """``(NativeEngine, tokenizer, metadata)`` of a checkpoint; the batch budget is
-    ``max_tokens``, else the checkpoint's recorded one, else 6,000."""
+    ``max_tokens``, else the checkpoint's recorded one, else 6,000. ``precision`` (``bf16`` and
+    ``int8`` are its older switches) as :func:`minitrans.precision.choose` resolves it;
+    ``shortlist``: score only the checkpoint's vocabulary shortlist (off by default: it cost
+    0.14-0.52 BLEU in beam search, docs/speed.md)."""
     if Path(path).is_dir():
         other = engine_for(path)
         if other != "native":
             raise UsageError(f"{path} is a {other} model folder, not a checkpoint: pass --engine {other}, or a .ckpt.")
+    precision = requested(precision, bf16, int8)  # before the minutes of loading
     model, tokenizer, meta = load_for_inference(path, device)
     budget = max_tokens or meta.get("decoding", {}).get("max_tokens") or 6000
-    return NativeEngine(model, budget, bf16, int8, workers), tokenizer, meta
+    entry = meta.get("shortlist") if shortlist else None
+    listed = Shortlist.from_entry(entry, model.config.vocab_size, str(path)) if isinstance(entry, dict) else None
+    return NativeEngine(model, budget, precision, workers, shortlist=listed), tokenizer, meta
 
 
 def metadata(path: str | os.PathLike) -> dict:
@@ -98,32 +108,37 @@ class NativeEngine:
     Args:
         model: The Transformer (put in eval mode).
         max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
-        bf16: Decode with the weights cast to bfloat16 once (faster on AMX CPUs, not
-            bit-exact; log-probabilities and scores stay float32). Casting once avoids
-            autocast's cast of every weight at every call (docs/speed.md).
-        prepack: With ``bf16`` on a CPU, lay every weight of a Transformer out once for oneDNN
-            (:mod:`minitrans.prepack`): the same outputs as unpacked bf16, 1.03-1.09x its greedy
-            and beam-5 rates for the quickstart models (docs/speed.md). On by default;
-            ``False`` is for measurements.
-        int8: Quantise the model's matrices to int8 first (CPU only; see :func:`quantize_int8`).
+        precision: ``auto`` (bf16 where the device has bf16 units, else fp32:
+            :func:`minitrans.precision.choose`; :func:`load`'s default), ``fp32`` (the default
+            for a model passed in: bf16 and int8 convert it in place), ``bf16`` or ``int8``.
+            bf16: the weights cast to bfloat16 once (not bit-exact; log-probabilities and
+            scores stay float32; casting once avoids autocast's cast of every weight at every
+            call, docs/speed.md). int8: the model's matrices quantised first (CPU only; see
+            :func:`quantize_int8`).
         workers: Beam-search batches decoded at once, each by a thread of its own with an equal
             share of the intra-op threads (:mod:`minitrans.workers`); 0 = :func:`default_workers`.
             The outputs do not depend on it.
+        prepack: With bf16 on a CPU, lay every weight of a Transformer out once for oneDNN
+            (:mod:`minitrans.prepack`): the same outputs as unpacked bf16, 1.03-1.09x its greedy
+            and beam-5 rates for the quickstart models (docs/speed.md). On by default;
+            ``False`` is for measurements.
+        shortlist: Score only these target pieces for each batch (:mod:`minitrans.shortlist`);
+            None (or an ensemble, or int8) scores the whole vocabulary.
     """
 
     name = "native"
 
-    def __init__(self, model, max_tokens: int = 6000, bf16: bool = False, int8: bool = False,
-                 workers: int = 0, prepack: bool = True) -> None:
-        self.model, self.max_tokens, self.bf16 = model.eval(), max_tokens, bf16
-        if int8:
-            if bf16:
-                raise UsageError("--int8 and --bf16 are two different CPU speed-ups for decoding; choose one "
-                                 "(--int8 measured faster: docs/speed.md).")
-            if next(model.parameters()).device.type != "cpu" or not hasattr(model, "output_proj"):
-                raise UsageError("--int8 quantises one model for CPU decoding: use --device cpu, no --ensemble.")
+    def __init__(self, model, max_tokens: int = 6000, precision: str = "fp32", workers: int = 0,
+                 prepack: bool = True, shortlist: Shortlist | None = None) -> None:
+        self.model, self.max_tokens = model.eval(), max_tokens
+        self.precision: Precision = choose(precision, self.device)
+        if self.precision.name == "int8":
+            if self.device.type != "cpu" or not hasattr(model, "output_proj"):
+                raise UsageError("--precision int8 quantises one model for CPU decoding: use --device cpu, "
+                                 "no --ensemble.")
             quantize_int8(model)
-        if bf16:
+        self.shortlist = shortlist if isinstance(model, Transformer) and self.precision.name != "int8" else None
+        if self.bf16:
             model.to(torch.bfloat16)
             if prepack:
                 from minitrans import prepack as packing
@@ -132,6 +147,10 @@ class NativeEngine:
                     packing.prepack(model)
         self.workers = check_workers(workers) or default_workers(self.device)
         self._pool: WorkerPool | None = None
+
+    @property
+    def bf16(self) -> bool:
+        return self.precision.name == "bf16"
 
     @property
     def config(self) -> ModelConfig:
@@ -155,10 +174,11 @@ class NativeEngine:
         def decode(chunk: list[int]) -> list[list[Hypothesis]]:
             check_stop(should_stop)
             src = pad([sources[i] for i in chunk]).to(self.device)
+            vocab = self.shortlist.vocabulary(src) if self.shortlist is not None else None
             with torch.inference_mode():  # per thread: it must be entered in the worker
                 if beam_size == 1 and nbest == 1:
-                    return [[h] for h in greedy_search(self.model, src, max_len_a, max_len_b, use_cache)]
-                return beam_search(self.model, src, beam_size, alpha, max_len_a, max_len_b, nbest, use_cache)
+                    return [[h] for h in greedy_search(self.model, src, max_len_a, max_len_b, use_cache, vocab)]
+                return beam_search(self.model, src, beam_size, alpha, max_len_a, max_len_b, nbest, use_cache, vocab)
 
         plan = token_batches(sources, self.max_tokens, beam_size)
         # Greedy search runs in the caller: its steps are a few large matrix products that use

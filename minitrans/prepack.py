@@ -32,14 +32,24 @@ def available(model: nn.Module) -> bool:
 
 
 class PackedLinear(nn.Module):
-    """``x @ W.T + b`` with ``W`` reordered once for oneDNN (any leading dimensions)."""
+    """``x @ W.T + b`` with ``W`` reordered once for oneDNN (any leading dimensions).
+    ``keep_rows`` keeps ``W`` as it was too, for :meth:`restricted` (the output projection)."""
 
-    def __init__(self, weight: Tensor, bias: Tensor | None, rows_hint: int = ROWS_HINT) -> None:
+    def __init__(self, weight: Tensor, bias: Tensor | None, rows_hint: int = ROWS_HINT,
+                 keep_rows: bool = False) -> None:
         super().__init__()
         with torch.no_grad():
             self.register_buffer("packed", torch.ops.mkldnn._reorder_linear_weight(weight.detach(), rows_hint))
             self.register_buffer("bias", None if bias is None else bias.detach().clone())
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
+        self.rows = weight.detach() if keep_rows else None  # (out, in), unpacked
+
+    def restricted(self, index: Tensor) -> "PackedLinear":
+        """The product for output rows ``index`` only, packed anew (a vocabulary shortlist)."""
+        if self.rows is None:
+            raise ValueError("this PackedLinear was made without keep_rows")
+        bias = None if self.bias is None else self.bias.index_select(0, index)
+        return PackedLinear(self.rows.index_select(0, index), bias)
 
     def forward(self, x: Tensor) -> Tensor:
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")  # (..., in) -> (..., out)
@@ -66,5 +76,5 @@ def prepack(model: nn.Module) -> nn.Module:
         elif isinstance(module, FeedForward):
             module.linear1, module.linear2 = _packed(module.linear1), _packed(module.linear2)
     weight = model.tgt_embed.weight if model.output_proj is None else model.output_proj.weight
-    model.output_proj = PackedLinear(weight, None)
+    model.output_proj = PackedLinear(weight, None, keep_rows=True)
     return model

@@ -117,11 +117,16 @@ class _Stepper:
     ``memory`` and ``src_mask`` have one row per sentence. With the cache, the ``beams``
     rows of a sentence share its cross-attention keys/values; without it (the reference
     the cache is tested against) they are repeated per beam and the prefix is recomputed.
+    ``vocab`` (sorted target ids, eos among them; :mod:`minitrans.shortlist`) restricts the
+    output projection to those pieces; None scores the whole vocabulary.
     """
 
     def __init__(self, model, memory: Tensor, src_mask: Tensor, use_cache: bool, beams: int = 1,
-                 capacity: int = 0) -> None:
-        self.model = model
+                 capacity: int = 0, vocab: Tensor | None = None) -> None:
+        self.model, self.vocab = model, vocab
+        # Extra decode arguments: the shortlist's projection, made once per batch.
+        self.extra = {"project": model.projection(vocab)} if vocab is not None else {}
+        self.eos_col = EOS_ID if vocab is None else int(torch.searchsorted(vocab, EOS_ID))
         if use_cache:
             self.cache = model.init_cache(capacity, beams)
         else:
@@ -144,23 +149,25 @@ class _Stepper:
             ``<pad>`` and ``<s>`` are never proposed; their probability stays in the
             normaliser (log p = logit - logsumexp over the whole vocabulary), as when they
             are masked after a log-softmax. Only the normaliser and the top ``n`` are
-            computed: no (R, V) log-probability table is written.
+            computed: no (R, V) log-probability table is written. With a shortlist the
+            normaliser runs over its pieces (which hold neither ``<pad>`` nor ``<s>``).
         """
         if self.cache is not None:
-            logits = self.model.decode(self.memory, self.src_mask, prefix[:, -1:], self.cache)
+            logits = self.model.decode(self.memory, self.src_mask, prefix[:, -1:], self.cache, **self.extra)
         else:  # recompute the whole prefix
-            logits = self.model.decode(self.memory, self.src_mask, prefix)
-        logits = logits[:, -1].float()  # (R, V)
+            logits = self.model.decode(self.memory, self.src_mask, prefix, **self.extra)
+        logits = logits[:, -1].float()  # (R, V), or (R, shortlist)
         norm = torch.logsumexp(logits, dim=-1, keepdim=True)  # (R, 1)
-        logits[:, [self.model.config.pad_id, BOS_ID]] = float("-inf")
+        if self.vocab is None:
+            logits[:, [self.model.config.pad_id, BOS_ID]] = float("-inf")
         if limited:
             rows = torch.tensor(limited, device=logits.device)
             only_eos = torch.full((logits.size(1),), float("-inf"), device=logits.device)
-            only_eos[EOS_ID] = 0.0
+            only_eos[self.eos_col] = 0.0
             logits.view(-1, self.beams, logits.size(1))[rows] = only_eos
             norm.view(-1, self.beams)[rows] = 0.0
         values, ids = top_k(logits, n)  # (R, n)
-        return values - norm, ids
+        return values - norm, (ids if self.vocab is None else self.vocab[ids])
 
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep (and reorder) beam rows ``rows``; ``sentences``: the sentence rows kept when
@@ -177,7 +184,7 @@ class _Stepper:
 
 @torch.no_grad()
 def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B,
-                  use_cache: bool = True) -> list[Hypothesis]:
+                  use_cache: bool = True, vocab: Tensor | None = None) -> list[Hypothesis]:
     """Pick the most likely token at every step.
 
     Args:
@@ -185,6 +192,7 @@ def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_
         src: Source ids (B, S), eos-terminated, right-padded.
         max_len_a, max_len_b: Output length limit ``a · src_len + b`` per sentence.
         use_cache: Decode incrementally (True) or recompute the prefix each step.
+        vocab: Sorted target ids to score (a shortlist, :mod:`minitrans.shortlist`); None = all.
 
     Returns:
         One :class:`Hypothesis` per sentence, in input order.
@@ -192,7 +200,7 @@ def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_
     b = src.size(0)
     limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1, model.config.pad_id).tolist()
     src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
-    step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache, capacity=max(limits) + 1)
+    step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache, capacity=max(limits) + 1, vocab=vocab)
     alive = list(range(b))  # original row of each batch row (bookkeeping on the host: no per-row syncs)
     prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=src.device)
     logprob = torch.zeros(b, device=src.device)
@@ -217,7 +225,8 @@ def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_
 
 @torch.no_grad()
 def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float = DEFAULT_ALPHA,
-                max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B, nbest: int = 1, use_cache: bool = True) -> list[list[Hypothesis]]:
+                max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B, nbest: int = 1,
+                use_cache: bool = True, vocab: Tensor | None = None) -> list[list[Hypothesis]]:
     """Beam search, batched over sentences and beams.
 
     Args:
@@ -228,6 +237,7 @@ def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float 
         max_len_a, max_len_b: Output length limit ``a · src_len + b`` per sentence.
         nbest: Hypotheses returned per sentence (at most ``beam_size``).
         use_cache: Decode incrementally (True) or recompute the prefix each step.
+        vocab: Sorted target ids to score (a shortlist, :mod:`minitrans.shortlist`); None = all.
 
     Returns:
         For each sentence in input order, ``nbest`` hypotheses sorted best first.
@@ -237,7 +247,8 @@ def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float 
     b, k, device = src.size(0), beam_size, src.device
     limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1, model.config.pad_id).tolist()
     src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
-    step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache, beams=k, capacity=max(limits) + 1)
+    step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache, beams=k, capacity=max(limits) + 1,
+                    vocab=vocab)
     alive = list(range(b))  # original index of each sentence still searched (host-side bookkeeping)
     prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)
     scores = torch.full((b, k), float("-inf"), device=device)

@@ -40,6 +40,7 @@ from minitrans._version import __version__
 from minitrans import languages, segment
 from minitrans.engines import Cancelled
 from minitrans.errors import UsageError
+from minitrans.precision import requested
 from minitrans.server_settings import ServerSettings
 from minitrans.translate import Translation, Translator
 
@@ -228,7 +229,9 @@ def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
             "training_data": {k: data.get(k) for k in ("dataset", "corpora", "vocab_size") if k in data},
             "validation": meta.get("validation"), "averaged_from": meta.get("averaged_from"),
             "decoding": {"max_len_a": translator.max_len_a, "max_len_b": translator.max_len_b,
-                         "bf16": translator.bf16, "workers": translator.engine.workers}}
+                         "bf16": translator.bf16, "precision": translator.precision,
+                         "shortlist": getattr(translator.engine, "shortlist", None) is not None,
+                         "workers": translator.engine.workers}}
 
 
 def create_app(translators, settings: ServerSettings | None = None):
@@ -448,14 +451,15 @@ def check_port(host: str, port: int) -> None:
 
 def serve(checkpoints: str | list[str], host: str = "127.0.0.1", port: int = 8000, device: str = "cpu",
           bf16: bool = False, settings: ServerSettings | None = None, engine: str | None = None, int8: bool = False,
-          workers: int = 0) -> None:
+          workers: int = 0, precision: str = "auto", shortlist: bool = False) -> None:
     """Load the checkpoints (or exported folders; one per direction) and serve them with
-    uvicorn until SIGINT/SIGTERM."""
+    uvicorn until SIGINT/SIGTERM. ``precision`` (``bf16``/``int8``: its older switches) and
+    ``shortlist`` as for :meth:`Translator.load`."""
     import uvicorn
 
     paths = [checkpoints] if isinstance(checkpoints, str) else list(checkpoints)
-    translators = [Translator.load(path, engine, device=device, bf16=bf16, workers=workers,
-                                   **({"int8": True} if int8 else {})) for path in paths]
+    options = {"precision": requested(precision, bf16, int8), "shortlist": shortlist, "workers": workers}
+    translators = [Translator.load(path, engine, device=device, **options) for path in paths]
     settings = settings or ServerSettings()
     app = create_app(translators, settings)
     for path, t in zip(paths, translators):

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -75,6 +76,7 @@ class Transformer(nn.Module):
         tgt_ids: Tensor,
         cache: DecoderCache | None = None,
         need_weights: bool = False,
+        project: Callable[[Tensor], Tensor] | None = None,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """Next-token logits for every target position.
 
@@ -85,6 +87,8 @@ class Transformer(nn.Module):
                 only the newest position(s) when decoding with ``cache``.
             cache: From :meth:`init_cache`; extended in place by this call.
             need_weights: Also return the cross-attention weights of every layer.
+            project: The output projection to use instead of :meth:`project` (a shortlist's,
+                from :meth:`projection`).
 
         Returns:
             Logits (B, T, V), or ``(logits, [weights (B, H, T, S) per layer])`` when
@@ -101,7 +105,7 @@ class Transformer(nn.Module):
         x = self.tgt_embed(tgt_ids) * math.sqrt(self.config.d_model)  # (B, T, D)
         x = self.tgt_pos(x, offset)
         x, weights = self.decoder(x, memory, src_mask, tgt_mask, cache, need_weights)
-        logits = self.project(x)  # (B, T, V)
+        logits = (project or self.project)(x)  # (B, T, V)
         return (logits, weights) if need_weights else logits
 
     def project(self, x: Tensor) -> Tensor:
@@ -109,6 +113,18 @@ class Transformer(nn.Module):
         if self.output_proj is None:
             return F.linear(x, self.tgt_embed.weight)
         return self.output_proj(x)
+
+    def projection(self, vocab: Tensor) -> Callable[[Tensor], Tensor]:
+        """The output projection over the target ids ``vocab`` (S,) only: states (B, T, D) ->
+        logits (B, T, S), column j scoring piece ``vocab[j]`` (a vocabulary shortlist,
+        :mod:`minitrans.shortlist`). Made once per decoding batch: it copies S rows of the matrix."""
+        if hasattr(self.output_proj, "restricted"):  # prepacked (minitrans.prepack)
+            return self.output_proj.restricted(vocab)
+        weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
+        bias = getattr(self.output_proj, "bias", None)
+        rows = weight.index_select(0, vocab)  # (S, D)
+        row_bias = None if bias is None else bias.index_select(0, vocab)  # (S,)
+        return lambda x: F.linear(x, rows, row_bias)
 
     def forward(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""

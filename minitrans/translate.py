@@ -23,6 +23,7 @@ from minitrans.confidence import confidence
 from minitrans.cleaning import check_unicode, clean
 from minitrans.engines import open_model
 from minitrans.native_engine import NativeEngine
+from minitrans.precision import requested
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Hypothesis, check_decoding
 from minitrans.textio import atomic_output
@@ -70,13 +71,16 @@ class Translator:
         tokenizer: Its SentencePiece tokenizer.
         max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
         max_len_a, max_len_b: Output length limit ``a · src_len + b``.
-        bf16: Decode with bfloat16 weights (native engine, cast once): beam 5 at 1.21x the
-            fp32 rate for the quickstart model and 1.04x for multi30k-small on AMX CPUs, BLEU
-            within 0.1 (``bench/benchmark_decode.py``, docs/speed.md), more peak memory; off
-            by default so that results are exact.
-        int8: Dynamic int8 quantisation for CPU decoding (native engine): 1.20x the fp32
-            beam-search rate with the same BLEU for the quickstart model (docs/speed.md);
-            off by default (outputs differ from fp32 on about a fifth of the sentences).
+        precision: ``auto`` (bf16 where the device has bf16 units, fp32 elsewhere;
+            :mod:`minitrans.precision`), ``fp32``, ``bf16`` or ``int8`` (native engine).
+            :meth:`load`, :meth:`from_checkpoint` and :meth:`from_checkpoints` take ``auto`` by
+            default; a model passed in here is decoded as it is (``fp32``) unless asked, since
+            bf16 and int8 convert it in place. bf16: weights cast once, beam 5 at 1.2-1.5x the fp32 rate of the quickstart
+            models on AMX CPUs with BLEU within 0.16 (``bench/benchmark_decode.py``,
+            docs/speed.md). int8: dynamic int8 matrices for CPU decoding, 1.20x fp32 beam
+            search with the same BLEU (outputs differ from fp32 on about a fifth of the
+            sentences), never chosen by ``auto``.
+        bf16, int8: The older switches for ``precision="bf16"`` / ``"int8"``.
         workers: Batches decoded at once, each by its own thread with a share of the intra-op
             threads (:mod:`minitrans.workers`; beam search only on the native engine, whose
             greedy search stays in the caller; CTranslate2's ``inter_threads`` for an export);
@@ -85,9 +89,9 @@ class Translator:
 
     def __init__(self, model, tokenizer: Tokenizer, max_tokens: int = 6000,
                  max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B, bf16: bool = False,
-                 int8: bool = False, workers: int = 0) -> None:
-        self.engine = (NativeEngine(model, max_tokens, bf16, int8, workers) if isinstance(model, torch.nn.Module)
-                       else model)
+                 int8: bool = False, workers: int = 0, precision: str = "fp32") -> None:
+        self.engine = (NativeEngine(model, max_tokens, requested(precision, bf16, int8), workers)
+                       if isinstance(model, torch.nn.Module) else model)
         self.tokenizer = tokenizer
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.meta: dict = {}
@@ -105,6 +109,8 @@ class Translator:
             return cls.from_checkpoint(paths[0], device, **kwargs)
         from minitrans.ensemble import Ensemble
 
+        kwargs.pop("shortlist", None)  # an ensemble scores the whole vocabulary
+        kwargs.setdefault("precision", "auto")
         loaded = [load_for_inference(p, device) for p in paths]
         first = loaded[0][2]["tokenizer_fingerprint"]
         for path, (_, _, meta) in zip(paths[1:], loaded[1:]):
@@ -153,6 +159,11 @@ class Translator:
     @property
     def bf16(self) -> bool:
         return self.engine.bf16
+
+    @property
+    def precision(self) -> dict:
+        """The precision decoding runs in, what was asked and why (:mod:`minitrans.precision`)."""
+        return self.engine.precision.to_dict()
 
     @property
     def device(self) -> torch.device:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,10 +191,14 @@ def test_pin_training_batches_of_a_mixture(tmp_path):
 
 
 BATCHES = {"single": "ff83e73f306fdeca", "mixture": "8132dc2e980d37d6"}
-#: Taken at b427997, before the modules moved (the toy model is trained in the session, seeded).
+#: Taken at b427997 on an AVX-512 CPU (Intel Xeon), before the modules moved (the toy model is
+#: trained in the session, seeded). The kernels of an AVX2-only CPU (AMD EPYC) round the training
+#: differently in the last bits, which flips one near-tie of beam search (sentence 4): its pin was
+#: taken at 2ad9db9 on such a CPU. Keyed by PyTorch's CPU capability.
+GREEDY = '["Le chat mange une pomme.", "Un enfant dessine le vieil arbre près de la rivière.", "Mon ami veut de l\'eau aujourd\'hui.", "Le professeur trouve un petit bateau la nuit.", ""]'
 OUTPUTS = {
-    "greedy": '["Le chat mange une pomme.", "Un enfant dessine le vieil arbre près de la rivière.", "Mon ami veut de l\'eau aujourd\'hui.", "Le professeur trouve un petit bateau la nuit.", ""]',
-    "beam": '[["Le chat mange une pomme.", "Le chat mangge une pomme."], ["Un enfant dessine le vieil arbre près de la rivière.", "Un enfant desine le vieil arbre près de la rivière."], ["Mon ami veut de l\'eau aujourd\'hui.", "Mon ami veut de l\'eaujourd\'hui."], ["Le professeur trouve un petit batea nuit.", "Le professeur trouve un pau la nuit."], [""]]',
+    "AVX512": {"greedy": GREEDY, "beam": '[["Le chat mange une pomme.", "Le chat mangge une pomme."], ["Un enfant dessine le vieil arbre près de la rivière.", "Un enfant desine le vieil arbre près de la rivière."], ["Mon ami veut de l\'eau aujourd\'hui.", "Mon ami veut de l\'eaujourd\'hui."], ["Le professeur trouve un petit batea nuit.", "Le professeur trouve un pau la nuit."], [""]]'},
+    "AVX2": {"greedy": GREEDY, "beam": '[["Le chat mange une pomme.", "Le chat mangge une pomme."], ["Un enfant dessine le vieil arbre près de la rivière.", "Un enfant desine le vieil arbre près de la rivière."], ["Mon ami veut de l\'eau aujourd\'hui.", "Mon ami veut de l\'eaujourd\'hui."], ["Le professeur trouve un petit bateau.", "Le professeur trouve un pau la nuit."], [""]]'},
 }
 SOURCES = ["The cat eats an apple.", "A child draws the old tree near the river.", "My friend wants some water today.",
            "The teacher finds a small boat at night.", ""]
@@ -202,11 +207,15 @@ SOURCES = ["The cat eats an apple.", "A child draws the old tree near the river.
 def test_pin_outputs_of_a_toy_model(trained_checkpoint):
     from minitrans.translate import Translator
 
-    translator = Translator.from_checkpoint(trained_checkpoint)
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability not in OUTPUTS:
+        pytest.skip(f"no pin for a {capability} CPU: take one at a commit whose outputs are known")
+    pins = OUTPUTS[capability]
+    translator = Translator.from_checkpoint(trained_checkpoint, precision="fp32")
     greedy = translator.translate(SOURCES, beam_size=1)
     beam = [t.nbest for t in translator.translate_detailed(SOURCES, beam_size=3, nbest=2)]
-    assert json.dumps(greedy, ensure_ascii=False) == OUTPUTS["greedy"]
-    assert json.dumps([[text for text, _ in n] for n in beam], ensure_ascii=False) == OUTPUTS["beam"]
+    assert json.dumps(greedy, ensure_ascii=False) == pins["greedy"]
+    assert json.dumps([[text for text, _ in n] for n in beam], ensure_ascii=False) == pins["beam"]
 
 
 def _flags() -> dict[str, list[str]]:
@@ -221,7 +230,8 @@ def test_pin_the_flags_of_every_command():
     """Every command keeps its flags; ``distill`` (new as a command) keeps those of the
     ``scripts/distill.py`` it replaces. ``-m/--model`` (issue #26) was added beside the old
     ``-c/--checkpoint`` and, for ``export``/``average``, the positional checkpoint; ``serve
-    --api-keys`` (issue #27) is new."""
+    --api-keys`` (issue #27) is new; ``--precision``, ``--shortlist/--no-shortlist`` and the
+    ``shortlist`` command are issue #29's."""
     assert _flags() == FLAGS
 
 
@@ -232,22 +242,25 @@ FLAGS: dict[str, list[str]] = {
     "test": [],
     "prepare": ["--config", "--help", "-h"],
     "translate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--device", "--engine", "--ensemble",
-        "--format", "--head", "--help", "--input", "--int8", "--json", "--layer", "--model", "--nbest", "--no-split", "--output",
-        "--plot-attention", "--workers", "-c", "-h", "-i", "-m", "-o"],
+        "--format", "--head", "--help", "--input", "--int8", "--json", "--layer", "--model", "--nbest",
+        "--no-shortlist", "--no-split", "--output", "--plot-attention", "--precision", "--shortlist",
+        "--workers", "-c", "-h", "-i", "-m", "-o"],
     "evaluate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--data-dir", "--dataset", "--device",
-        "--engine", "--ensemble", "--help", "--int8", "--model", "--output-dir", "--ref", "--split",
-        "--src", "--workers", "-c", "-h", "-m"],
-    "calibrate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--data-dir", "--dataset", "--device", "--engine",
-        "--help", "--int8", "--model", "--output", "--ref", "--share", "--split", "--src", "--workers", "-c", "-h", "-m",
-        "-o"],
+        "--engine", "--ensemble", "--help", "--int8", "--model", "--no-shortlist", "--output-dir",
+        "--precision", "--ref", "--shortlist", "--split", "--src", "--workers", "-c", "-h", "-m"],
+    "calibrate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--data-dir", "--dataset", "--device",
+        "--engine", "--help", "--int8", "--model", "--no-shortlist", "--output", "--precision", "--ref",
+        "--share", "--shortlist", "--split", "--src", "--workers", "-c", "-h", "-m", "-o"],
+    "shortlist": ["--checkpoint", "--data-dir", "--frequent", "--help", "--model", "--output", "--top-k", "-c",
+        "-h", "-m", "-o"],
     "average": ["--checkpoint", "--help", "--model", "--output", "-c", "-h", "-m", "-o"],
-    "serve": ["--alpha", "--api-keys", "--batch-wait-ms", "--beam", "--bf16", "--checkpoint", "--cors-origin", "--device",
-        "--engine",
-        "--help", "--host", "--int8", "--max-attention-values", "--max-chars", "--max-queue",
-        "--max-sentences", "--model", "--no-batching", "--port", "--timeout", "--workers", "-c", "-h", "-m"],
-    "export": ["--checkpoint", "--force", "--format", "--help", "--model", "--output", "--quantization", "-c", "-h",
-        "-m", "-o"],
-    "distill": ["--alpha", "--beam", "--bf16", "--chunk", "--data-dir", "--help", "--limit", "--monolingual", "--out",
-        "--teacher", "-h"],
+    "serve": ["--alpha", "--api-keys", "--batch-wait-ms", "--beam", "--bf16", "--checkpoint", "--cors-origin",
+        "--device", "--engine", "--help", "--host", "--int8", "--max-attention-values", "--max-chars",
+        "--max-queue", "--max-sentences", "--model", "--no-batching", "--no-shortlist", "--port",
+        "--precision", "--shortlist", "--timeout", "--workers", "-c", "-h", "-m"],
+    "export": ["--checkpoint", "--force", "--format", "--help", "--model", "--output", "--quantization", "-c",
+        "-h", "-m", "-o"],
+    "distill": ["--alpha", "--beam", "--bf16", "--chunk", "--data-dir", "--help", "--limit", "--monolingual",
+        "--out", "--precision", "--teacher", "-h"],
     "download": ["--dataset", "--help", "--to", "-h"],
 }

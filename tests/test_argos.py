@@ -67,7 +67,7 @@ def test_the_package_is_one_folder_with_what_argos_reads(package, trained_checkp
 
 
 def test_argos_translates_offline_as_minitrans_greedy(package, trained_checkpoint, tmp_path):
-    native = Translator.from_checkpoint(trained_checkpoint)
+    native = Translator.from_checkpoint(trained_checkpoint, precision="fp32")
     paragraphs = [" ".join(SENTENCES[:2]), " ".join(SENTENCES[2:])]
     texts = SENTENCES + paragraphs
     got = run_argos(package, texts, tmp_path, ARGOS_COMPUTE_TYPE="float32", ARGOS_BEAM_SIZE="1")
@@ -77,7 +77,7 @@ def test_argos_translates_offline_as_minitrans_greedy(package, trained_checkpoin
 def test_argos_defaults_int8_and_beam_4_stay_close(package, trained_checkpoint, tmp_path):
     """argos's own defaults (compute_type auto: int8 here; beam 4, length penalty 0.2) are a
     documented difference: close to minitrans's beam output, not equal."""
-    native = Translator.from_checkpoint(trained_checkpoint)
+    native = Translator.from_checkpoint(trained_checkpoint, precision="fp32")
     got = run_argos(package, SENTENCES, tmp_path)
     ours = native.translate(SENTENCES, beam_size=4)
     assert all(got) and sum(a == b for a, b in zip(got, ours)) >= 3, list(zip(got, ours))

@@ -39,7 +39,7 @@ def test_two_identical_members_decode_like_one(trained_checkpoint):
 
 
 def test_ensemble_cache_equals_recomputation(trained_checkpoint, perturbed):
-    ensemble = Translator.from_checkpoints([trained_checkpoint, perturbed])
+    ensemble = Translator.from_checkpoints([trained_checkpoint, perturbed], precision="fp32")  # exact to 1e-4
     cached = ensemble.translate_detailed(SENTENCES, beam_size=3, nbest=2)
     recomputed = ensemble.translate_detailed(SENTENCES, beam_size=3, nbest=2, use_cache=False)
     assert [[t for t, _ in r.nbest] for r in cached] == [[t for t, _ in r.nbest] for r in recomputed]
@@ -49,8 +49,8 @@ def test_ensemble_cache_equals_recomputation(trained_checkpoint, perturbed):
 
 def test_the_ensemble_averages_probabilities(trained_checkpoint, perturbed):
     """Its next-token distribution is the mean of the members' distributions."""
-    a, b = Translator.from_checkpoint(trained_checkpoint), Translator.from_checkpoint(perturbed)
-    ensemble = Translator.from_checkpoints([trained_checkpoint, perturbed])
+    a, b = (Translator.from_checkpoint(p, precision="fp32") for p in (trained_checkpoint, perturbed))
+    ensemble = Translator.from_checkpoints([trained_checkpoint, perturbed], precision="fp32")
     src = torch.tensor([a.tokenizer.encode(["The cat sees a book."])[0] + [3]])
     tgt = torch.tensor([[2] + a.tokenizer.encode(["Le chat voit un livre."])[0]])
     probs = [torch.softmax(t.model.decode(t.model.encode(src), None, tgt), -1) for t in (a, b)]

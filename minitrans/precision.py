@@ -1,0 +1,92 @@
+"""The number format a model decodes (and trains) in, chosen by the hardware.
+
+bf16 halves the memory a matrix product reads and runs on the bf16 units of recent CPUs (Intel
+AMX, AVX-512-BF16) and GPUs. A CPU without them emulates bf16 in software, which is far slower
+than fp32: on an AMD EPYC with AVX2 only, a bf16-autocast training step ran 20x slower than
+fp32 (66 vs 1,347 target tokens/s, ``bench/benchmark_train.py``; docs/speed.md). So:
+
+* decoding takes ``--precision auto`` by default (:func:`choose`): bf16 where the device has
+  bf16 units, fp32 elsewhere; ``fp32``, ``bf16`` and ``int8`` (dynamic int8 matrices, CPU)
+  choose one. On a Xeon with AMX bf16 decoding was 1.2-1.5x fp32 with BLEU within 0.16 of fp32
+  on both quickstart models (docs/speed.md lists the recipes measured);
+* training keeps a recipe's ``trainer.precision: bf16-mixed`` only where it is fast
+  (:func:`training_precision`), and says when it falls back to ``32-true``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from minitrans.errors import UsageError
+
+#: What ``--precision`` accepts; ``auto`` resolves to one of the others.
+PRECISIONS = ("auto", "fp32", "bf16", "int8")
+#: The recipes' bf16 training settings (Lightning's names).
+BF16_TRAINING = ("bf16-mixed", "bf16-true", "bf16")
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes bf16 natively: AMX tiles or AVX-512-BF16 (PyTorch's probe)."""
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+
+
+def has_fast_bf16(device: str | torch.device) -> bool:
+    """Whether ``device`` runs bf16 matrix products natively (faster than fp32)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    return device.type == "cpu" and cpu_has_bf16()
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A resolved decoding precision: ``name`` (fp32, bf16 or int8), what was asked, and why."""
+
+    name: str
+    requested: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"precision": self.name, "requested": self.requested, "reason": self.reason}
+
+
+def requested(precision: str | None = "auto", bf16: bool = False, int8: bool = False) -> str:
+    """One ``--precision`` value from it and the older ``--bf16`` / ``--int8`` switches (aliases
+    of ``--precision bf16`` / ``int8``); a UsageError when they disagree."""
+    precision = precision or "auto"
+    if precision not in PRECISIONS:
+        raise UsageError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)} (auto = by the hardware).")
+    if bf16 and int8:
+        raise UsageError("--int8 and --bf16 are two different CPU speed-ups for decoding; choose one "
+                         "(--precision bf16 or --precision int8; docs/speed.md compares them).")
+    switch = "bf16" if bf16 else "int8" if int8 else None
+    if switch and precision not in ("auto", switch):
+        raise UsageError(f"--{switch} and --precision {precision} disagree: give one of them.")
+    return switch or precision
+
+
+def choose(precision: str, device: str | torch.device) -> Precision:
+    """Resolve ``precision`` (one of :data:`PRECISIONS`) for a model on ``device``."""
+    precision = requested(precision)
+    device = torch.device(device)
+    if precision != "auto":
+        return Precision(precision, precision, f"asked for with --precision {precision}")
+    if has_fast_bf16(device):
+        units = "its bf16 units" if device.type == "cuda" else "AMX or AVX-512-BF16"
+        return Precision("bf16", "auto", f"auto: this {device.type.upper()} has {units}")
+    what = "bf16 would be emulated, slower than fp32" if device.type in ("cpu", "cuda") else "not a CPU or GPU"
+    return Precision("fp32", "auto", f"auto: this {device.type.upper()} has no bf16 units ({what})")
+
+
+def training_precision(precision, accelerator: str | None) -> tuple[object, str | None]:
+    """``(precision to train with, why it changed or None)``: a bf16 setting on a CPU run whose
+    CPU lacks bf16 units becomes ``32-true`` (bf16 would be emulated: 20x slower here)."""
+    on_cpu = accelerator == "cpu" or (accelerator in (None, "auto") and not torch.cuda.is_available())
+    if str(precision) in BF16_TRAINING and on_cpu and not cpu_has_bf16():
+        return "32-true", (f"trainer.precision {precision}: this CPU has no bf16 units (AMX or AVX-512-BF16), "
+                           "where bf16 is emulated and trains ~20x slower than fp32 (docs/speed.md); "
+                           "training in 32-true instead")
+    return precision, None
