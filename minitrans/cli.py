@@ -564,7 +564,8 @@ def cmd_shortlist(a: argparse.Namespace) -> None:
     shortlist = build(dm.train_pairs(), dm.tokenizer.vocab_size, a.top_k, a.frequent)
     with_metadata(a.checkpoint, a.output, shortlist=shortlist.to_entry())
     sizes = (shortlist.table >= 0).sum(1).float()
-    print(json.dumps({"pairs": shortlist.pairs, "top_k": a.top_k, "frequent": len(shortlist.always),
+    print(json.dumps({"pairs": shortlist.pairs, "top_k": a.top_k, "frequent": a.frequent,
+                      "always_scored": len(shortlist.always),  # the frequent pieces found, eos and unk
                       "mean_list": round(float(sizes[sizes > 0].mean()), 1) if bool((sizes > 0).any()) else 0}))
     print(f"wrote {a.output}: `minitrans translate -m {a.output} --shortlist` scores only the shortlist",
           file=sys.stderr)

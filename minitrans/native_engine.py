@@ -2,8 +2,8 @@
 
 Sentences are decoded in token-budget batches of similar length (:func:`token_batches`), in the
 precision the hardware suits (:mod:`minitrans.precision`: bf16 weights, fp32, or dynamic int8
-matrices), scoring only the checkpoint's vocabulary shortlist when it has one
-(:mod:`minitrans.shortlist`), and beam-search batches on several worker threads at once
+matrices), scoring only the checkpoint's vocabulary shortlist when asked (``--shortlist``,
+:mod:`minitrans.shortlist`), and beam-search batches on several worker threads at once
 (:mod:`minitrans.workers`).
 """
 
