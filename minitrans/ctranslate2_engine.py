@@ -156,8 +156,8 @@ class CTranslate2Engine:
         self.ids = {piece: i for i, piece in enumerate(self.pieces)}
         self.device = torch.device(device)
         self.adds_eos = _adds_source_eos(self.path)
-        kind = getattr(self.translator, "compute_type", compute_type)
-        self.precision = Precision(str(kind), "auto", f"CTranslate2 compute type {kind} (chosen at export: "
+        kind = self.translator.compute_type
+        self.precision = Precision(kind, "auto", f"CTranslate2 compute type {kind} (chosen at export: "
                                    "minitrans export --quantization)")
 
     def parameter_count(self) -> int:

@@ -91,7 +91,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
                         progress=None) -> tuple[dict[str, Any], list[str]]:
     """Translate ``sources`` with a checkpoint and score them. Returns (report, hypotheses).
     ``progress(n)`` is called as each decoding batch of n sentences is done."""
-    translator = translator or Translator.from_checkpoint(checkpoint, device=device, bf16=bf16)  # else precision auto
+    translator = translator or Translator.from_checkpoint(checkpoint, device=device, bf16=bf16)
     started = time.perf_counter()
     # A test set's lines are its sentences, aligned with the references: each is translated
     # whole (split=False), so a score measures the model, not the segmenter.
@@ -104,7 +104,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
                            "max_len_a": translator.max_len_a,
                            "max_len_b": translator.max_len_b, "device": device,
                            "bf16": translator.bf16, "precision": translator.precision,
-                           "shortlist": getattr(translator.engine, "shortlist", None) is not None},
+                           "shortlist": translator.shortlist},
               **score(hyps, refs), "decode_seconds": round(seconds, 2),
               "sentences_per_second": round(len(sources) / max(seconds, 1e-9), 1),
               "confidence": confidence_report(results, refs)}

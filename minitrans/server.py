@@ -40,7 +40,6 @@ from minitrans._version import __version__
 from minitrans import languages, segment
 from minitrans.engines import Cancelled
 from minitrans.errors import UsageError
-from minitrans.precision import requested
 from minitrans.server_settings import ServerSettings
 from minitrans.translate import Translation, Translator
 
@@ -230,7 +229,7 @@ def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
             "validation": meta.get("validation"), "averaged_from": meta.get("averaged_from"),
             "decoding": {"max_len_a": translator.max_len_a, "max_len_b": translator.max_len_b,
                          "bf16": translator.bf16, "precision": translator.precision,
-                         "shortlist": getattr(translator.engine, "shortlist", None) is not None,
+                         "shortlist": translator.shortlist,
                          "workers": translator.engine.workers}}
 
 
@@ -458,7 +457,7 @@ def serve(checkpoints: str | list[str], host: str = "127.0.0.1", port: int = 800
     import uvicorn
 
     paths = [checkpoints] if isinstance(checkpoints, str) else list(checkpoints)
-    options = {"precision": requested(precision, bf16, int8), "shortlist": shortlist, "workers": workers}
+    options = {"precision": precision, "bf16": bf16, "int8": int8, "shortlist": shortlist, "workers": workers}
     translators = [Translator.load(path, engine, device=device, **options) for path in paths]
     settings = settings or ServerSettings()
     app = create_app(translators, settings)

@@ -166,6 +166,11 @@ class Translator:
         return self.engine.precision.to_dict()
 
     @property
+    def shortlist(self) -> bool:
+        """Whether decoding scores a vocabulary shortlist only (:mod:`minitrans.shortlist`)."""
+        return getattr(self.engine, "shortlist", None) is not None
+
+    @property
     def device(self) -> torch.device:
         return self.engine.device
 
