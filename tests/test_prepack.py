@@ -29,9 +29,9 @@ def test_a_packed_product_equals_f_linear_in_bf16(shape):
 
 @bf16_cpu
 def test_bf16_decoding_is_the_same_packed_or_not(trained_checkpoint):
-    packed = Translator.from_checkpoint(trained_checkpoint, bf16=True)
-    plain = Translator.from_checkpoint(trained_checkpoint)
-    plain.engine = NativeEngine(plain.engine.model, bf16=True, prepack=False)
+    packed = Translator.from_checkpoint(trained_checkpoint, precision="bf16")
+    plain = Translator.from_checkpoint(trained_checkpoint, precision="fp32")
+    plain.engine = NativeEngine(plain.engine.model, precision="bf16", prepack=False)
     model = packed.engine.model
     assert isinstance(model.output_proj, prepack.PackedLinear) and model.encoder.layers[0].self_attn.packed_qkv is not None
     assert not isinstance(plain.engine.model.output_proj, prepack.PackedLinear)
@@ -43,7 +43,7 @@ def test_bf16_decoding_is_the_same_packed_or_not(trained_checkpoint):
 
 
 def test_fp32_models_are_never_packed(trained_checkpoint):
-    translator = Translator.from_checkpoint(trained_checkpoint)
+    translator = Translator.from_checkpoint(trained_checkpoint, precision="fp32")
     assert not prepack.available(translator.engine.model)
     with pytest.raises(ValueError, match="bf16 model"):
         prepack.prepack(translator.engine.model)
