@@ -18,9 +18,9 @@ vocabulary shortlist from ``minitrans shortlist``; the others score the full voc
 ``-unpacked`` (no weight prepacked, :mod:`minitrans.prepack`), ``native-int8`` (dynamic int8 Linear
 layers, torchao), ``native-int8-legacy`` (the same with ``torch.ao.quantization.quantize_dynamic``),
 ``native-fp32-nocache`` (the prefix recomputed every step),
-``ct2-<type>`` for any ``minitrans export --quantization`` type, and ``baseline-fp32``:
-native fp32 of another minitrans checkout (``--baseline DIR``, e.g. a ``git worktree`` of
-an older commit), to measure a change of the engine itself in the same run. A system may
+``ct2-<type>`` for any ``minitrans export --quantization`` type, and ``baseline-<x>``:
+``native-<x>`` of another minitrans checkout (``--baseline DIR``, e.g. a ``git worktree`` of
+an older commit; ``baseline-fp32``, ``baseline-auto``), to measure a change of the engine itself in the same run. A system may
 end in ``@N`` to give it its own batch budget instead of ``--max-tokens`` (``native-fp32@30000``):
 the two engines count their budgets differently (see ``--max-tokens``). A system name may end
 in ``-wN`` for N decoding workers (``native-fp32-w1``, ``ct2-float32-w2``; default: the engines'
@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="instead of the table: profile the default native path (one worker) on the first "
                              "--limit sentences of the first mode (torch.profiler, operators by self CPU time)")
-    parser.add_argument("--baseline", help="a minitrans checkout whose engine runs as system baseline-fp32")
+    parser.add_argument("--baseline", help="a minitrans checkout whose engine runs as systems baseline-<x> (baseline-fp32, baseline-auto)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
@@ -193,7 +193,7 @@ def main() -> None:
                     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
                     if name.startswith("baseline"):
                         env["PYTHONPATH"] = args.baseline  # its `minitrans` package comes first
-                        command[command.index(name)] = "native-fp32"
+                        command[command.index(name)] = "native-" + name.partition("-")[2]  # baseline-auto -> native-auto
                     done = subprocess.run(command, capture_output=True, text=True, env=env)
                     if done.returncode:  # say why, not only that a child failed
                         raise SystemExit(f"{system} {mode} failed:\n{done.stderr[-1500:]}")

@@ -115,6 +115,13 @@ class DecoderCache:
         """How many target positions are already cached (the next position's index)."""
         return self.layers[0].self_attn.length if self.layers else 0
 
+    def widen(self, beams: int) -> None:
+        """From now on ``beams`` query rows share each cross-attention key row. Beam search
+        runs its first step with one row per sentence (all its beams would be equal) and
+        widens the cache just before the reorder that repeats each row ``beams`` times."""
+        for layer in self.layers:
+            layer.cross_attn.beams = beams
+
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep (and reorder) batch rows.
 

@@ -31,6 +31,10 @@ class EnsembleCache:
     def length(self) -> int:
         return self.caches[0].length
 
+    def widen(self, beams: int) -> None:
+        for cache in self.caches:
+            cache.widen(beams)
+
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         for cache in self.caches:
             cache.select(rows, sentences)

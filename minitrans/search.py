@@ -3,11 +3,14 @@
 Pure functions of a :class:`~minitrans.transformer.Transformer` (or an
 :class:`~minitrans.ensemble.Ensemble`) and source ids. Each batch is encoded once; the
 cross-attention keys/values are computed at the first step, once per sentence (its beams
-share them), and kept in the cache; every later step feeds only the newest token. A sentence
-leaves the batch as soon as it is finished (all its beams done), so finished sentences stop
-costing compute. The bookkeeping (which sentence is where, which reached its length limit,
-which has its ``beam`` hypotheses) lives in Python lists, so a step asks the tensors for
-one small result (the finished hypotheses) instead of one per sentence.
+share them), and kept in the cache; every later step feeds only the newest token. Beam
+search's first step, where every beam holds the same ``<s>``, runs one row per sentence
+(as CTranslate2 does). A finished sentence (all its beams done) leaves the batch and stops
+costing compute: in beam search at once (the step's beam reorder copies the caches anyway),
+in greedy search once finished rows are an eighth of the batch (dropping rows copies every
+cache). The bookkeeping (which sentence is where, which reached its length limit, which has
+its ``beam`` hypotheses) lives in Python lists, so a step asks the tensors for one small
+result (the finished hypotheses) instead of one per sentence.
 
 Beam search follows fairseq's scheme: keep ``beam`` live hypotheses per sentence, look at
 the best ``2 × beam`` extensions, finalise those ending in eos that rank among the first
@@ -169,6 +172,13 @@ class _Stepper:
         values, ids = top_k(logits, n)  # (R, n)
         return values - norm, (ids if self.vocab is None else self.vocab[ids])
 
+    def widen(self, beams: int) -> None:
+        """Rows per sentence become ``beams`` (beam search after a first step run once per
+        sentence); call it just before the :meth:`select` whose ``rows`` repeat each sentence's row."""
+        self.beams = beams
+        if self.cache is not None:
+            self.cache.widen(beams)
+
     def select(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep (and reorder) beam rows ``rows``; ``sentences``: the sentence rows kept when
         some left the batch (None: all stay)."""
@@ -180,6 +190,12 @@ class _Stepper:
         self.cache.select(rows, sentences)
         if sentences is not None:
             self.memory, self.src_mask = self.memory.index_select(0, sentences), self.src_mask.index_select(0, sentences)
+
+
+#: Greedy search drops finished sentences from its batch once they are this share of its rows.
+#: Until then they are decoded along (their outputs ignored): dropping rows copies every
+#: key/value cache of the batch, which cost more than decoding a few idle rows.
+COMPACT_SHARE = 0.125
 
 
 @torch.no_grad()
@@ -202,6 +218,8 @@ def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_
     src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
     step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache, capacity=max(limits) + 1, vocab=vocab)
     alive = list(range(b))  # original row of each batch row (bookkeeping on the host: no per-row syncs)
+    searching = torch.ones(b, dtype=torch.bool, device=src.device)  # rows whose sentence is unfinished
+    idle = 0  # finished rows still in the batch
     prefix = torch.full((b, 1), BOS_ID, dtype=torch.long, device=src.device)
     logprob = torch.zeros(b, device=src.device)
     results: list[Hypothesis | None] = [None] * b
@@ -210,16 +228,20 @@ def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_
         best = ids[:, 0]  # (N,)
         logprob += values[:, 0]
         prefix = torch.cat([prefix, best[:, None]], 1)  # (N, t + 2)
-        done = (best == EOS_ID).nonzero().flatten()
+        done = ((best == EOS_ID) & searching).nonzero().flatten()
         if done.numel():
             for row, tokens, score in zip(done.tolist(), prefix[done, 1:-1].tolist(), logprob[done].tolist()):
                 results[alive[row]] = Hypothesis(tokens, score, score)
-            if done.numel() == len(alive):
+            searching[done] = False
+            idle += done.numel()
+            if idle == len(alive):
                 break
-            keep = (best != EOS_ID).nonzero().flatten()
-            alive = [alive[i] for i in keep.tolist()]
-            prefix, logprob = prefix[keep], logprob[keep]
-            step.select(keep)
+            if idle >= COMPACT_SHARE * len(alive):  # drop the finished rows (a copy of every cache)
+                keep = searching.nonzero().flatten()
+                alive = [alive[i] for i in keep.tolist()]
+                prefix, logprob, searching = prefix[keep], logprob[keep], searching[keep]
+                step.select(keep)
+                idle = 0
     return results  # type: ignore[return-value]
 
 
@@ -247,29 +269,35 @@ def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float 
     b, k, device = src.size(0), beam_size, src.device
     limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1, model.config.pad_id).tolist()
     src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
-    step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache, beams=k, capacity=max(limits) + 1,
+    # At step 0 all K beams of a sentence hold the same prefix (<s>). Where one row can offer
+    # the 2K candidates (CTranslate2's "expand after the first step"), step 0 runs one row
+    # per sentence and the rows are repeated K times by its reorder; else the K rows run,
+    # all but the first at score -inf.
+    scored = model.config.vocab_size if vocab is None else vocab.numel()
+    rows = 1 if k > 1 and 2 * k <= scored else k  # rows per sentence now
+    step = _Stepper(model, model.encode(src, src_mask), src_mask, use_cache, beams=rows, capacity=max(limits) + 1,
                     vocab=vocab)
     alive = list(range(b))  # original index of each sentence still searched (host-side bookkeeping)
-    prefix = torch.full((b * k, 1), BOS_ID, dtype=torch.long, device=device)
-    scores = torch.full((b, k), float("-inf"), device=device)
+    prefix = torch.full((b * rows, 1), BOS_ID, dtype=torch.long, device=device)
+    scores = torch.full((b, rows), float("-inf"), device=device)
     scores[:, 0] = 0.0  # at step 0 all beams are equal: keep one to avoid duplicates
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(max(limits)):
         n = len(alive)
         # The best 2K extensions of a sentence are among the best 2K of each of its beams.
-        values, ids = step.top(prefix, 2 * k, [i for i, s in enumerate(alive) if limits[s] == t + 1])  # (N*K, C)
+        values, ids = step.top(prefix, 2 * k, [i for i, s in enumerate(alive) if limits[s] == t + 1])  # (N*rows, C)
         per_beam = values.size(1)
-        cand = (scores.view(-1, 1) + values).view(n, k * per_beam)  # (N, K*C)
+        cand = (scores.view(-1, 1) + values).view(n, rows * per_beam)  # (N, rows*C)
         top_scores, top_pos = cand.topk(2 * k, dim=1)  # (N, 2K)
         origin = top_pos // per_beam  # the beam each candidate extends
-        token = ids.view(n, k * per_beam).gather(1, top_pos)  # and its token
+        token = ids.view(n, rows * per_beam).gather(1, top_pos)  # and its token
         is_eos = (token == EOS_ID) & torch.isfinite(top_scores)
         # Finalise eos candidates that rank among the first K (fairseq's rule), in score order.
         hits = is_eos[:, :k].nonzero()  # (hits, 2): sentence row, candidate rank
         if hits.numel():
             i, j = hits[:, 0], hits[:, 1]
             raws = top_scores[i, j]
-            tokens = prefix.index_select(0, i * k + origin[i, j])[:, 1:]
+            tokens = prefix.index_select(0, i * rows + origin[i, j])[:, 1:]
             penalty = length_penalty(t + 1, alpha)
             for row, hyp_tokens, raw in zip(i.tolist(), tokens.tolist(), raws.tolist()):
                 if len(finished[alive[row]]) < k:
@@ -280,7 +308,7 @@ def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float 
         # Continue with the best K candidates that are not eos (a stable sort keeps score order).
         order = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (N, K)
         scores, new_origin, new_token = top_scores.gather(1, order), origin.gather(1, order), token.gather(1, order)
-        beam_rows = torch.arange(n, device=device)[:, None] * k + new_origin  # (N, K)
+        beam_rows = torch.arange(n, device=device)[:, None] * rows + new_origin  # (N, K)
         sentences = None
         if any(done):  # finished sentences leave the batch in the same reorder as the beams
             sentences = torch.tensor([i for i, d in enumerate(done) if not d], device=device)
@@ -288,6 +316,9 @@ def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float 
             scores, new_token, beam_rows = scores[sentences], new_token[sentences], beam_rows[sentences]
         beam_rows = beam_rows.view(-1)  # (N'*K,)
         prefix = torch.cat([prefix.index_select(0, beam_rows), new_token.view(-1, 1)], 1)
+        if rows < k:  # after step 0: this reorder repeats each sentence's row K times
+            rows = k
+            step.widen(k)
         step.select(beam_rows, sentences)
     out = []
     for hyps in finished:

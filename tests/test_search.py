@@ -35,6 +35,20 @@ def test_greedy_cached_equals_recomputed(model, src):
     assert [h.score for h in cached] == pytest.approx([h.score for h in full], abs=1e-4)
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_greedy_gives_the_same_whenever_finished_rows_leave(model, src, use_cache, monkeypatch):
+    """Finished rows decoded along until they are COMPACT_SHARE of the batch change nothing:
+    dropped at once (0), at the default share, or only when all are done (1.0)."""
+    results = []
+    for share in (0.0, search.COMPACT_SHARE, 1.0):
+        monkeypatch.setattr(search, "COMPACT_SHARE", share)
+        results.append([(h.tokens, h.score) for h in greedy_search(model, src, use_cache=use_cache)])
+    assert len({len(tokens) for tokens, _ in results[0]}) > 2  # sentences finish at different steps
+    for other in results[1:]:
+        assert [t for t, _ in other] == [t for t, _ in results[0]]
+        assert [s for _, s in other] == pytest.approx([s for _, s in results[0]], abs=1e-5)
+
+
 def test_beam_cached_equals_recomputed(model, src):
     cached = beam_search(model, src, beam_size=4, nbest=4)
     full = beam_search(model, src, beam_size=4, nbest=4, use_cache=False)
@@ -120,7 +134,7 @@ def reference_beam_search(model, src_row, k, alpha, limit):
 
 
 @pytest.mark.parametrize("block", [64, 2, 4])  # 64: torch.topk over 30 columns; 2, 4: blockwise (4: a short last block)
-@pytest.mark.parametrize("k,alpha", [(3, 1.0), (4, 0.0)])
+@pytest.mark.parametrize("k,alpha", [(3, 1.0), (4, 0.0), (16, 1.0)])  # 16: 2K > 30 pieces, step 0 runs K rows
 def test_beam_search_equals_a_plain_reference(model, src, k, alpha, block, monkeypatch):
     monkeypatch.setattr(search, "TOP_K_BLOCK", block)
     limits = max_output_lengths(src, 1.5, 10, model.config.max_len - 1).tolist()
@@ -130,6 +144,22 @@ def test_beam_search_equals_a_plain_reference(model, src, k, alpha, block, monke
         reference = reference_beam_search(model, row, k, alpha, limits[i])
         assert [h.tokens for h in hyps] == [tokens for tokens, _ in reference]
         assert [h.score for h in hyps] == pytest.approx([score for _, score in reference], abs=1e-4)
+
+
+@pytest.mark.parametrize("k,first_rows", [(4, 1), (16, 16)])
+def test_beam_search_runs_its_first_step_once_per_sentence(model, src, k, first_rows, monkeypatch):
+    """Step 0 (every beam holds just <s>) decodes one row per sentence when that row alone can
+    offer the 2K candidates (30 pieces: K = 4), then K rows; with 2K > 30 all K from the start."""
+    rows, decode = [], model.decode
+
+    def counting(memory, src_mask, tgt_ids, *args, **kwargs):
+        rows.append(tgt_ids.size(0))
+        return decode(memory, src_mask, tgt_ids, *args, **kwargs)
+
+    monkeypatch.setattr(model, "decode", counting)
+    beam_search(model, src, beam_size=k)
+    assert rows[0] == len(src) * first_rows and len(rows) > 1
+    assert all(r % k == 0 and r <= len(src) * k for r in rows[1:])  # then K rows per sentence still searched
 
 
 @pytest.mark.parametrize("width,k", [(8000, 10), (8000, 1), (5003, 10), (1000, 5), (700, 10), (640, 10), (30, 4)])
