@@ -53,6 +53,33 @@ def scaled_dot_product_attention(
     return torch.matmul(weights, v), weights  # (..., L_q, d_v), (..., L_q, L_k)
 
 
+def inference_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+    """``softmax(Q Kᵀ / √d_k) V`` for bf16 inference on a CPU: the formula, lean.
+
+    :func:`scaled_dot_product_attention` with only what inference needs: two batched products
+    in the keys' number format, the scale, the mask and a float32 softmax. A decoding step has
+    one query (or the K beam queries of a sentence) per row against a few dozen keys, and
+    PyTorch's fused CPU kernel runs such problems 2.5-5x slower than this in bf16 (measured on
+    an AVX-512-BF16 CPU without AMX; docs/speed.md).
+
+    Args:
+        q: Queries (..., L_q, d_k), converted to the keys' dtype (greedy search keeps a bf16
+            model's keys in float32: :func:`minitrans.search.cache_dtype`).
+        k, v: Keys and values (..., L_k, d_k), one dtype.
+        mask: Bool, broadcastable to (..., L_q, L_k); True = may attend.
+
+    Returns:
+        (..., L_q, d_v) in the values' dtype. A query with every key masked gets the mean of
+        the values (the lowest finite score everywhere), not the reference's zeros; decoding
+        never makes one (every source keeps its eos, and a query sees itself).
+    """
+    scores = torch.matmul(q.to(k.dtype), k.transpose(-2, -1)).float().mul_(q.size(-1) ** -0.5)  # (..., L_q, L_k)
+    if mask is not None:
+        scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1).to(v.dtype)  # (..., L_q, L_k)
+    return torch.matmul(weights, v)  # (..., L_q, d_v)
+
+
 def _ungroup(x: Tensor, beams: int, t: int) -> Tensor:
     """(B/K, H, K*T, X) -> (B, H, T, X): per-sentence results back to one row per beam."""
     n, h, _, last = x.shape
@@ -77,9 +104,10 @@ class MultiHeadAttention(nn.Module):
             CPUs, where it trains 1.47x faster at sentence lengths (bf16 autocast, d_model 256,
             Multi30k batches, ``bench/benchmark_train.py``: PyTorch's CPU flash-attention
             backward is the largest single cost of the fused step). Without gradients
-            (translation, validation) the fused kernel is used on CPUs too: one operator
+            (translation, validation) a CPU takes the fused kernel for float32 (one operator
             instead of the formula's dozen per call made greedy decoding 1.12-1.15x faster
-            and left beam search unchanged (docs/speed.md).
+            and left beam search unchanged on a Xeon) and :func:`inference_attention` for bf16
+            (2.5-5x the fused kernel per call: docs/speed.md).
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, use_fused: bool | None = None) -> None:
@@ -176,16 +204,19 @@ class MultiHeadAttention(nn.Module):
             q = q.view(b // beams, beams, self.n_heads, t, self.d_k).transpose(1, 2)  # (B/K, H, K, T, Dh)
             q = q.reshape(b // beams, self.n_heads, beams * t, self.d_k)  # (B/K, H, K*T, Dh)
         p = self.dropout if self.training else 0.0
+        inference = not torch.is_grad_enabled() and not need_weights and query.device.type == "cpu"
         fused = self.use_fused if self.use_fused is not None else \
             (query.device.type != "cpu" or not torch.is_grad_enabled())
-        if need_weights or not fused:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout=p)
+        if inference and (q.dtype == torch.bfloat16 or k.dtype != q.dtype) and self.use_fused is None:
+            out, weights = inference_attention(q, k, v, mask), None  # bf16 on a CPU: the lean formula
+        elif need_weights or not fused:
+            out, weights = scaled_dot_product_attention(q.to(k.dtype), k, v, mask, dropout=p)
             weights = weights if need_weights else None
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            out = F.scaled_dot_product_attention(q.to(k.dtype), k, v, attn_mask=mask, dropout_p=p)
             weights = None
         if beams > 1:  # back to one row per beam: (B/K, H, K*T, ·) -> (B, H, T, ·)
             out = _ungroup(out, beams, t)
             weights = _ungroup(weights, beams, t) if weights is not None else None
-        out = out.transpose(1, 2).reshape(b, t, d)  # (B, T, D)
+        out = out.transpose(1, 2).reshape(b, t, d).to(query.dtype)  # (B, T, D)
         return self.out_proj(out), weights

@@ -35,10 +35,13 @@ class AttentionCache:
             outgrown; 0 = the size of the first append).
         beams: Query rows per key row of a static cache (the beam size when the beams of a
             sentence share its source); 1 otherwise.
+        dtype: Number format the keys and values are held in (converted on the way in);
+            None keeps the projections' own (:func:`minitrans.search.cache_dtype` says why
+            a bf16 model decodes with a float32 cache).
     """
 
-    def __init__(self, static: bool, capacity: int = 0, beams: int = 1) -> None:
-        self.static, self.capacity, self.beams = static, capacity, beams
+    def __init__(self, static: bool, capacity: int = 0, beams: int = 1, dtype: torch.dtype | None = None) -> None:
+        self.static, self.capacity, self.beams, self.dtype = static, capacity, beams, dtype
         self.length = 0  # positions held
         self._key: Tensor | None = None  # (rows, H, capacity, Dh); the first `length` positions hold data
         self._value: Tensor | None = None
@@ -58,6 +61,8 @@ class AttentionCache:
 
     def store(self, key: Tensor, value: Tensor) -> None:
         """Fill a static cache: ``key``/``value`` (rows, H, S, Dh)."""
+        if self.dtype is not None:
+            key, value = key.to(self.dtype), value.to(self.dtype)
         self._key, self._value, self.length = key, value, key.size(2)
 
     def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
@@ -65,25 +70,33 @@ class AttentionCache:
         rows, heads, t, dh = key.shape
         if self._key is None or self.length + t > self._key.size(2):
             size = max(self.capacity, t, 2 * self.length + t)  # first use, or outgrown: double
-            new_key, new_value = key.new_empty(rows, heads, size, dh), value.new_empty(rows, heads, size, dh)
+            shape, dtype = (rows, heads, size, dh), self.dtype or key.dtype
+            new_key, new_value = key.new_empty(shape, dtype=dtype), value.new_empty(shape, dtype=dtype)
             if self.length:
                 new_key[:, :, :self.length] = self.key
                 new_value[:, :, :self.length] = self.value
             self._key, self._value = new_key, new_value
-        self._key[:, :, self.length:self.length + t] = key
+        self._key[:, :, self.length:self.length + t] = key  # (converted to the buffer's dtype)
         self._value[:, :, self.length:self.length + t] = value
         self.length += t
         return self.key, self.value  # type: ignore[return-value]
 
     def select(self, index: Tensor) -> None:
-        """Keep rows ``index`` (a LongTensor) of the batch, in that order."""
+        """Keep rows ``index`` (a LongTensor) of the batch, in that order.
+
+        A growing cache copies its filled positions into a fresh buffer with room for one more
+        position, so that after the next append its keys are one contiguous block: beam search
+        reorders at every step, and its attention then multiplies contiguous matrices (bf16
+        products over a strided view ran ~3x slower on a CPU, docs/speed.md). A later append
+        that outgrows the room doubles the buffer as :meth:`append` says.
+        """
         if self._key is None:
             return
         if self.static:
             self._key, self._value = self._key.index_select(0, index), self._value.index_select(0, index)
             return
-        # Copy only the filled positions, straight into a fresh buffer of the same capacity.
-        shape = (index.numel(), *self._key.shape[1:])
+        rows, heads, _, dh = self._key.shape
+        shape = (index.numel(), heads, self.length + 1, dh)
         new_key, new_value = self._key.new_empty(shape), self._value.new_empty(shape)
         torch.index_select(self.key, 0, index, out=new_key[:, :, :self.length])
         torch.index_select(self.value, 0, index, out=new_value[:, :, :self.length])
@@ -105,10 +118,11 @@ class DecoderCache:
     layers: list[LayerCache]
 
     @classmethod
-    def empty(cls, n_layers: int, capacity: int = 0, beams: int = 1) -> "DecoderCache":
-        """Caches for ``n_layers`` layers; see :class:`AttentionCache` for ``capacity`` and ``beams``."""
-        return cls([LayerCache(AttentionCache(False, capacity), AttentionCache(True, beams=beams))
-                    for _ in range(n_layers)])
+    def empty(cls, n_layers: int, capacity: int = 0, beams: int = 1, dtype: torch.dtype | None = None) -> "DecoderCache":
+        """Caches for ``n_layers`` layers; see :class:`AttentionCache` for ``capacity``, ``beams``
+        and ``dtype``."""
+        return cls([LayerCache(AttentionCache(False, capacity, dtype=dtype),
+                               AttentionCache(True, beams=beams, dtype=dtype)) for _ in range(n_layers)])
 
     @property
     def length(self) -> int:

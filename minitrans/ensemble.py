@@ -64,8 +64,8 @@ class Ensemble(nn.Module):
         """Each member's encoder output, (B, S, D_m)."""
         return MemoryList(m.encode(src_ids, src_mask) for m in self.members)
 
-    def init_cache(self, capacity: int = 0, beams: int = 1) -> EnsembleCache:
-        return EnsembleCache([m.init_cache(capacity, beams) for m in self.members])
+    def init_cache(self, capacity: int = 0, beams: int = 1, dtype: torch.dtype | None = None) -> EnsembleCache:
+        return EnsembleCache([m.init_cache(capacity, beams, dtype) for m in self.members])
 
     def decode(self, memory: "MemoryList", src_mask: Tensor | None, tgt_ids: Tensor,
                cache: EnsembleCache | None = None) -> Tensor:

@@ -132,10 +132,11 @@ class Transformer(nn.Module):
         memory = self.encode(src_ids, src_mask)
         return self.decode(memory, src_mask, tgt_in_ids)
 
-    def init_cache(self, capacity: int = 0, beams: int = 1) -> DecoderCache:
+    def init_cache(self, capacity: int = 0, beams: int = 1, dtype: torch.dtype | None = None) -> DecoderCache:
         """An empty key/value cache for one incremental-decoding call.
 
         ``capacity``: target positions to allocate up front; ``beams``: target rows per
-        ``memory`` row (beam search passes the encoder output once per sentence).
+        ``memory`` row (beam search passes the encoder output once per sentence); ``dtype``:
+        the number format the keys and values are held in (None: the model's).
         """
-        return DecoderCache.empty(len(self.decoder.layers), capacity, beams)
+        return DecoderCache.empty(len(self.decoder.layers), capacity, beams, dtype)

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minitrans.attention import MultiHeadAttention, scaled_dot_product_attention
+from minitrans.attention import MultiHeadAttention, inference_attention, scaled_dot_product_attention
 from minitrans.cache import AttentionCache
 from minitrans.masks import causal_mask
 
@@ -162,3 +162,78 @@ def test_auto_path_is_explicit_on_cpu(monkeypatch):
 def test_heads_must_divide_width():
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(30, 4)
+
+
+# -- bf16 inference on a CPU: the lean formula, and a float32 cache ------------------------------
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize("queries", [1, 5, 9])
+def test_inference_attention_equals_the_formula(dtype, tol, queries):
+    """The lean formula against the NumPy transcription, with a padding mask; bf16 within its
+    ~3 significant digits."""
+    g = torch.Generator().manual_seed(queries)
+    q, k, v = (torch.randn(3, 4, n, 16, generator=g) for n in (queries, 11, 11))
+    mask = torch.ones(3, 1, 1, 11, dtype=torch.bool)
+    mask[1, ..., 7:] = False
+    ours = inference_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask)
+    theirs, _ = numpy_attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), mask.numpy())
+    assert ours.dtype == dtype
+    np.testing.assert_allclose(ours.double().numpy(), theirs, rtol=tol, atol=tol)
+
+
+def test_inference_attention_converts_queries_to_the_keys_format():
+    q, k, v = torch.randn(2, 4, 1, 16).bfloat16(), torch.randn(2, 4, 6, 16), torch.randn(2, 4, 6, 16)
+    out = inference_attention(q, k, v)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, inference_attention(q.float(), k, v))
+
+
+def test_bf16_inference_on_cpu_takes_the_lean_formula(monkeypatch):
+    """No gradient, bf16 weights on a CPU: inference_attention, never the fused kernel (2.5-5x
+    slower there); float32 keeps the fused kernel; training keeps the explicit reference."""
+    calls = []
+    fused_kernel = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused_kernel(*a, **k))
+    mha = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        reference, _ = mha(x, x, x, causal_mask(5))
+        assert calls == [1]
+        mha.bfloat16()
+        lean, _ = mha(x.bfloat16(), x.bfloat16(), x.bfloat16(), causal_mask(5))
+    assert calls == [1] and lean.dtype == torch.bfloat16
+    torch.testing.assert_close(lean.float(), reference, rtol=0.05, atol=0.05)
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_a_float32_cache_holds_bf16_keys_in_float32(static):
+    mha = MultiHeadAttention(32, 4).eval().bfloat16()
+    x = torch.randn(2, 6, 32).bfloat16()
+    with torch.no_grad():
+        full, _ = mha(x, x, x, None if static else causal_mask(6))
+        cache = AttentionCache(static=static, dtype=torch.float32)
+        steps = [mha(x[:, t:t + 1], x, x, None, cache)[0] if static else
+                 mha(x[:, t:t + 1], x[:, t:t + 1], x[:, t:t + 1], None, cache)[0] for t in range(6)]
+    assert cache.key.dtype == torch.float32 and cache.length == 6
+    out = torch.cat(steps, 1)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), full.float(), rtol=0.05, atol=0.05)
+
+
+def test_a_reorder_leaves_contiguous_keys_after_the_next_append():
+    """select copies the filled positions into a buffer with room for one more, so the keys a
+    beam step attends over are one block; the rows are the ones asked for, in order."""
+    cache = AttentionCache(static=False, capacity=20)
+    first = torch.randn(5, 4, 3, 8)
+    cache.append(first, first + 1)
+    assert not cache.key.is_contiguous()  # a view of the 20-position buffer
+    rows = torch.tensor([4, 0, 0, 2])
+    cache.select(rows)
+    torch.testing.assert_close(cache.key, first[rows])
+    torch.testing.assert_close(cache.value, first[rows] + 1)
+    step = torch.randn(4, 4, 1, 8)
+    key, value = cache.append(step, step)
+    assert key.is_contiguous() and value.is_contiguous() and cache.length == 4
+    torch.testing.assert_close(key, torch.cat([first[rows], step], 2))
+    more = torch.randn(4, 4, 2, 8)
+    key, _ = cache.append(more, more)  # outgrows the room: the buffer grows, nothing is lost
+    torch.testing.assert_close(key, torch.cat([first[rows], step, more], 2))

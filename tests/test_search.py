@@ -178,3 +178,21 @@ def test_top_k_equals_torch_topk(width, k):
     untied = [r for r in range(40) if r not in (1, 3)]
     assert torch.equal(ids[untied], ref_ids[untied])  # random floats do not tie
     assert len(set(ids[3].tolist())) == k  # tied winners are distinct columns
+
+
+def test_a_bf16_model_decodes_with_a_float32_cache(model, src, monkeypatch):
+    """A bf16 model on a CPU keeps its keys and values in float32 (its steps attend in float32);
+    a float32 model keeps its own format. The outputs stay those of the float32 model, up to
+    bf16 rounding."""
+    import copy
+
+    bf16 = copy.deepcopy(model).bfloat16()
+    assert search.cache_dtype(bf16) == torch.float32 and search.cache_dtype(model) is None
+    made, real = [], Transformer.init_cache
+    monkeypatch.setattr(Transformer, "init_cache", lambda self, *a: made.append(a[2]) or real(self, *a))
+    for decode in (lambda m: [[h] for h in greedy_search(m, src)], lambda m: beam_search(m, src, beam_size=4)):
+        ours, theirs = decode(bf16), decode(model)
+        same = [(a[0].score, b[0].score) for a, b in zip(ours, theirs) if a[0].tokens == b[0].tokens]
+        assert len(same) >= len(src) - 1
+        assert [a for a, _ in same] == pytest.approx([b for _, b in same], abs=0.1)
+    assert made == [torch.float32, None, torch.float32, None]
