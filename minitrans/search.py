@@ -151,39 +151,38 @@ class _Stepper:
             memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)
         self.memory, self.src_mask, self.beams = memory, src_mask, beams
 
-    def top(self, prefix: Tensor, n: int, limited: list[int]) -> tuple[Tensor, Tensor]:
-        """The ``n`` most likely next tokens of each row and their log-probabilities.
+    def log_probs(self, prefix: Tensor, limited: list[int]) -> Tensor:
+        """Next-token log-probabilities of each row, float32 (R, V), or (R, shortlist) with a
+        shortlist (column j: piece ``vocab[j]``; :meth:`ids` maps columns to ids).
 
         Args:
             prefix: Prefix ids (R, t): R = sentences × beams.
-            n: How many tokens per row.
             limited: Sentences (indices of ``R / beams`` groups) at their length limit: eos
                 is their only continuation, at log-probability 0.
 
-        Returns:
-            ``(log-probabilities (R, n), token ids (R, n))``, best first, in float32.
-            ``<pad>`` and ``<s>`` are never proposed; their probability stays in the
-            normaliser (log p = logit - logsumexp over the whole vocabulary), as when they
-            are masked after a log-softmax. Only the normaliser and the top ``n`` are
-            computed: no (R, V) log-probability table is written. With a shortlist the
-            normaliser runs over its pieces (which hold neither ``<pad>`` nor ``<s>``).
+        ``<pad>`` and ``<s>`` get -inf; their probability stays in the normaliser (they are
+        masked after the log-softmax). The logits become float32 before the log-softmax:
+        PyTorch's log-softmax reading bf16 itself ran 7x slower on one CPU thread
+        (docs/speed.md). With a shortlist the log-softmax normalises over its pieces (which
+        hold neither ``<pad>`` nor ``<s>``).
         """
         if self.cache is not None:
             logits = self.model.decode(self.memory, self.src_mask, prefix[:, -1:], self.cache, **self.extra)
         else:  # recompute the whole prefix
             logits = self.model.decode(self.memory, self.src_mask, prefix, **self.extra)
-        logits = logits[:, -1].float()  # (R, V), or (R, shortlist)
-        norm = torch.logsumexp(logits, dim=-1, keepdim=True)  # (R, 1)
+        logprobs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (R, V), or (R, shortlist)
         if self.vocab is None:
-            logits[:, [self.model.config.pad_id, BOS_ID]] = float("-inf")
+            logprobs[:, [self.model.config.pad_id, BOS_ID]] = float("-inf")
         if limited:
-            rows = torch.tensor(limited, device=logits.device)
-            only_eos = torch.full((logits.size(1),), float("-inf"), device=logits.device)
+            rows = torch.tensor(limited, device=logprobs.device)
+            only_eos = torch.full((logprobs.size(1),), float("-inf"), device=logprobs.device)
             only_eos[self.eos_col] = 0.0
-            logits.view(-1, self.beams, logits.size(1))[rows] = only_eos
-            norm.view(-1, self.beams)[rows] = 0.0
-        values, ids = top_k(logits, n)  # (R, n)
-        return values - norm, (ids if self.vocab is None else self.vocab[ids])
+            logprobs.view(-1, self.beams, logprobs.size(1))[rows] = only_eos
+        return logprobs
+
+    def ids(self, columns: Tensor) -> Tensor:
+        """Token ids of :meth:`log_probs` columns."""
+        return columns if self.vocab is None else self.vocab[columns]
 
     def widen(self, beams: int) -> None:
         """Rows per sentence become ``beams`` (beam search after a first step run once per
@@ -237,8 +236,8 @@ def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_
     logprob = torch.zeros(b, device=src.device)
     results: list[Hypothesis | None] = [None] * b
     for t in range(max(limits)):
-        values, ids = step.top(prefix, 1, [i for i, s in enumerate(alive) if limits[s] == t + 1])  # (N, 1) each
-        best = ids[:, 0]  # (N,)
+        values, columns = top_k(step.log_probs(prefix, [i for i, s in enumerate(alive) if limits[s] == t + 1]), 1)
+        best = step.ids(columns[:, 0])  # (N,)
         logprob += values[:, 0]
         prefix = torch.cat([prefix, best[:, None]], 1)  # (N, t + 2)
         done = ((best == EOS_ID) & searching).nonzero().flatten()
@@ -297,13 +296,14 @@ def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float 
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
     for t in range(max(limits)):
         n = len(alive)
-        # The best 2K extensions of a sentence are among the best 2K of each of its beams.
-        values, ids = step.top(prefix, 2 * k, [i for i, s in enumerate(alive) if limits[s] == t + 1])  # (N*rows, C)
-        per_beam = values.size(1)
-        cand = (scores.view(-1, 1) + values).view(n, rows * per_beam)  # (N, rows*C)
-        top_scores, top_pos = cand.topk(2 * k, dim=1)  # (N, 2K)
-        origin = top_pos // per_beam  # the beam each candidate extends
-        token = ids.view(n, rows * per_beam).gather(1, top_pos)  # and its token
+        logprobs = step.log_probs(prefix, [i for i, s in enumerate(alive) if limits[s] == t + 1])  # (N*rows, V)
+        width = logprobs.size(1)
+        # Every extension of a sentence's beams in one row (fairseq's top-k over beam × vocabulary):
+        # one top-k of N rows instead of N*rows top-ks and a second pass over their candidates.
+        cand = logprobs.add_(scores.view(-1, 1)).view(n, rows * width)  # (N, rows*V)
+        top_scores, top_pos = top_k(cand, 2 * k)  # (N, 2K)
+        origin = top_pos // width  # the beam each candidate extends
+        token = step.ids(top_pos % width)  # and its token
         is_eos = (token == EOS_ID) & torch.isfinite(top_scores)
         # Finalise eos candidates that rank among the first K (fairseq's rule), in score order.
         hits = is_eos[:, :k].nonzero()  # (hits, 2): sentence row, candidate rank
