@@ -4,6 +4,7 @@
     MINITRANS_DATA=../shared/data python bench/segmentation.py [--segmenters pysbd,sentencex,syntok,regex]
     python bench/segmentation.py --worst-case   # pysbd's quadratic time, whole and in minitrans's windows
     python bench/segmentation.py --segmenters pysbd,regex,argos-onnx   # the splitter of minitrans's Argos packages
+    MINITRANS_DATA=../shared/data python bench/segmentation.py --fast-path   # lines minitrans keeps whole vs pysbd
 
 Each test set joins k consecutive sentences (k = 2, 3, 5 in turn) of a held-out split with one
 space: Tatoeba test (minitrans's grouped split), Multi30k test_2016_flickr and FLORES-200 dev,
@@ -145,13 +146,49 @@ def score(seg, paras) -> dict[str, float]:
             "sent_s": lines / max(seconds, 1e-9)}
 
 
+def fast_path(data_dir: str, limit: int) -> None:
+    """The lines :mod:`minitrans.segment` keeps whole without asking pysbd, against pysbd's
+    answer for them: the first ``limit`` lines of every corpus file, each language with its rules."""
+    from unittest import mock
+
+    from minitrans import segment
+
+    root = Path(data_dir)
+    files = {lang: sorted(root.glob(f"*/*.{lang}")) for lang in ("en", "fr")}
+    tatoeba = [line.split("\t") for line in
+               (root / "tatoeba-fra-eng" / "fra.txt").read_text(encoding="utf-8").splitlines()[:limit]]
+    for lang, paths in files.items():
+        lines = [line for path in paths for line in path.read_text(encoding="utf-8").splitlines()[:limit]]
+        lines += [pair[0 if lang == "en" else 1] for pair in tatoeba if len(pair) > 1]
+        kept = [line for line in lines if line.strip() and len(line) <= segment.WINDOW
+                and segment._one_sentence(line.strip())]
+        started = time.perf_counter()
+        fast = [segment._sentence_spans(line, lang) for line in kept]
+        fast_s = time.perf_counter() - started
+        started = time.perf_counter()
+        with mock.patch.object(segment, "_one_sentence", lambda body: False):
+            slow = [segment._sentence_spans(line, lang) for line in kept]
+        slow_s = time.perf_counter() - started
+        differ = [line for line, a, b in zip(kept, fast, slow) if a != b]
+        print(f"{lang}: {len(lines):,} lines, {len(kept):,} kept whole without pysbd, {len(differ):,} where "
+              f"pysbd disagrees; {1e6 * fast_s / max(len(kept), 1):.1f} µs a line against pysbd's "
+              f"{1e6 * slow_s / max(len(kept), 1):.0f}")
+        for line in differ[:5]:
+            print("  ", repr(line))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--segmenters", default="pysbd,sentencex,syntok,regex")
     parser.add_argument("--data-dir", default=os.environ.get("MINITRANS_DATA", "data/raw"))
     parser.add_argument("--worst-case", action="store_true",
                         help="only time pysbd on 60,000 characters of 'a. ', whole and through minitrans.segment")
+    parser.add_argument("--fast-path", action="store_true",
+                        help="only check the lines minitrans keeps whole without pysbd against pysbd")
+    parser.add_argument("--limit", type=int, default=20_000, help="--fast-path: lines read from each corpus file")
     args = parser.parse_args()
+    if args.fast_path:
+        return fast_path(args.data_dir, args.limit)
     if args.worst_case:
         from minitrans.segment import split
 

@@ -15,6 +15,8 @@ docs/translating.md#paragraphs-and-sentences). Around it:
 
 * line breaks always end a sentence (a title line has no full stop);
 * a piece with no letter or digit (a closing quote pysbd cut off) joins the sentence before it;
+* a line pysbd would return whole is not given to it (:func:`_one_sentence`): most lines
+  are one sentence, and pysbd takes ~240 µs a line where the check takes ~4 µs;
 * a line longer than :data:`WINDOW` characters is first cut into windows at an end punctuation
   mark (else a space) followed by a space, because pysbd's time grows with the square of its
   input (60,000 characters of ``"a. "``: 97.6 s whole, 1.2 s in windows;
@@ -35,6 +37,9 @@ LANGUAGES = ("en", "fr")
 _LINE_BREAK = re.compile(r"(\r\n|\n|\r|\u2028|\u2029)")
 _WORDY = re.compile(r"\w")
 _END_THEN_SPACE = re.compile(r"[.!?…][\"'»”)\]]*\s")
+_END_MARK = re.compile(r"[.!?…。！？．]")
+_TRAILING_END_MARKS = re.compile(r"[.!?…。！？．]+$")
+_QUOTE_OR_BRACKET = re.compile(r"[\"“”„«»()\[\]{}]")
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,21 @@ def _windows(line: str) -> list[tuple[int, int]]:
     return spans
 
 
+def _one_sentence(body: str) -> bool:
+    """Whether pysbd returns ``body`` (a stripped line of at most :data:`WINDOW` characters)
+    whole: it has no end mark before its final run of them, and no quote or bracket (pysbd
+    also ends sentences at closing quotes and brackets). Checked against pysbd on the first
+    20,000 lines of every corpus file, both languages: 192,106 such lines, no disagreement
+    (``python bench/segmentation.py --fast-path``), and in the tests."""
+    return not _END_MARK.search(_TRAILING_END_MARKS.sub("", body)) and not _QUOTE_OR_BRACKET.search(body)
+
+
 def _sentence_spans(line: str, lang: str) -> list[tuple[int, int]]:
     """Where the sentences of one line (no line break in it) are, as ``(start, end)``."""
+    body = line.strip()
+    if body and len(line) <= WINDOW and _one_sentence(body):
+        start = len(line) - len(line.lstrip())
+        return [(start, start + len(body))]
     spans: list[tuple[int, int]] = []
     for w_start, w_end in _windows(line):
         window = line[w_start:w_end]

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -50,6 +51,43 @@ def test_windows_bound_what_pysbd_is_given(monkeypatch):
         seg = split(text)
         assert seg.join(seg.sentences) == text
     assert seen and max(seen) <= segment.WINDOW
+
+
+_WORD = st.text(alphabet=st.sampled_from(list("abzAZé3'’,;:-")), min_size=1, max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_WORD, min_size=1, max_size=12).map(" ".join), st.text(alphabet=st.sampled_from(list(".!?…")), max_size=3),
+       st.sampled_from(["", " ", "  ", "\t", "\u00a0"]), st.sampled_from(["en", "fr"]))
+def test_lines_kept_whole_are_what_pysbd_returns(words, ends, pad, lang):
+    """A line minitrans keeps whole without asking pysbd (one sentence ending in its marks)
+    gives pysbd's own spans."""
+    line = pad + words + ends + pad
+    assert segment._one_sentence(line.strip())
+    fast = segment._sentence_spans(line, lang)
+    with mock.patch.object(segment, "_one_sentence", lambda body: False):
+        assert fast == segment._sentence_spans(line, lang)
+
+
+@pytest.mark.parametrize("line, count", [
+    ('"I know what I want on his tombstone" Hagman said in 1988.', 2),  # pysbd ends sentences at quotes
+    ("(wind surfing au lieu de hang gliding) Une personne fait de la planche à voile.", 2),  # ... and brackets
+    ("A man runs. A dog sleeps", 2), ("Wait... what", 1), ("It costs 3.5 euros", 1),  # an end mark inside
+])
+def test_lines_pysbd_may_cut_go_to_pysbd(line, count):
+    assert not segment._one_sentence(line)
+    calls = []
+    real = segment._segmenter("en")
+
+    class Recording:
+        def segment(self, text):
+            calls.append(text)
+            return real.segment(text)
+
+    with mock.patch.object(segment, "_segmenter", lambda lang: Recording()):
+        split(line)
+    assert calls == [line]
+    assert len(split(line).sentences) == count
 
 
 @pytest.mark.parametrize("text, sentences", [
