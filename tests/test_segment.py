@@ -15,7 +15,7 @@ import json
 from unittest import mock
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_main, synthetic_pairs
@@ -56,14 +56,14 @@ def test_windows_bound_what_pysbd_is_given(monkeypatch):
 _WORD = st.text(alphabet=st.sampled_from(list("abzAZé3'’,;:-")), min_size=1, max_size=8)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)  # the same examples in every run (CI)
 @given(st.lists(_WORD, min_size=1, max_size=12).map(" ".join), st.text(alphabet=st.sampled_from(list(".!?…")), max_size=3),
        st.sampled_from(["", " ", "  ", "\t", "\u00a0"]), st.sampled_from(["en", "fr"]))
 def test_lines_kept_whole_are_what_pysbd_returns(words, ends, pad, lang):
     """A line minitrans keeps whole without asking pysbd (one sentence ending in its marks)
     gives pysbd's own spans."""
     line = pad + words + ends + pad
-    assert segment._one_sentence(line.strip())
+    assume(segment._one_sentence(line.strip()))
     fast = segment._sentence_spans(line, lang)
     with mock.patch.object(segment, "_one_sentence", lambda body: False):
         assert fast == segment._sentence_spans(line, lang)
@@ -73,6 +73,7 @@ def test_lines_kept_whole_are_what_pysbd_returns(words, ends, pad, lang):
     ('"I know what I want on his tombstone" Hagman said in 1988.', 2),  # pysbd ends sentences at quotes
     ("(wind surfing au lieu de hang gliding) Une personne fait de la planche à voile.", 2),  # ... and brackets
     ("A man runs. A dog sleeps", 2), ("Wait... what", 1), ("It costs 3.5 euros", 1),  # an end mark inside
+    ("Stop.!!", 1),  # dots before other marks: pysbd keeps "Stop." and leaves "!!" between sentences
 ])
 def test_lines_pysbd_may_cut_go_to_pysbd(line, count):
     assert not segment._one_sentence(line)
