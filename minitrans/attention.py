@@ -63,8 +63,8 @@ def inference_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
     an AVX-512-BF16 CPU without AMX; docs/speed.md).
 
     Args:
-        q: Queries (..., L_q, d_k), converted to the keys' dtype (greedy search keeps a bf16
-            model's keys in float32: :func:`minitrans.search.cache_dtype`).
+        q: Queries (..., L_q, d_k), converted to the keys' dtype (the search keeps a bf16
+            model's keys and values in float32: :func:`minitrans.search.cache_dtype`).
         k, v: Keys and values (..., L_k, d_k), one dtype.
         mask: Bool, broadcastable to (..., L_q, L_k); True = may attend.
 
