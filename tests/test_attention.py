@@ -237,3 +237,16 @@ def test_a_reorder_leaves_contiguous_keys_after_the_next_append():
     more = torch.randn(4, 4, 2, 8)
     key, _ = cache.append(more, more)  # outgrows the room: the buffer grows, nothing is lost
     torch.testing.assert_close(key, torch.cat([first[rows], step, more], 2))
+
+
+@pytest.mark.parametrize("dtype", [None, torch.float32])
+def test_a_static_cache_lays_its_keys_out_contiguously(dtype):
+    """The heads split from a projection are a strided view; the cache copies them once, so no
+    decoding step's product copies them again."""
+    mha = MultiHeadAttention(32, 4).eval()
+    mem = torch.randn(2, 7, 32)
+    cache = AttentionCache(static=True, dtype=dtype)
+    with torch.no_grad():
+        out, _ = mha(torch.randn(2, 1, 32), mem, mem, None, cache)
+    assert cache.key.is_contiguous() and cache.value.is_contiguous() and cache.key.dtype == torch.float32
+    torch.testing.assert_close(cache.key, mha.k_proj(mem).view(2, 7, 4, 8).transpose(1, 2))
