@@ -54,8 +54,9 @@ def scaled_dot_product_attention(
 
 
 #: Rows shorter than this are softmaxed by hand in :func:`inference_attention`: PyTorch's CPU
-#: softmax takes a scalar loop below one AVX-512 vector of float32 (16), 5-6x slower than
-#: ``amax``, ``exp`` and a division at 14 keys (298 against 60 µs for 1,712 rows, one thread).
+#: softmax takes a scalar loop below one AVX-512 vector of float32 (16), 5x slower than
+#: ``amax``, ``exp`` and a division at 14 keys (291 against 57 µs for 1,712 rows on one thread,
+#: 2.9x on two; ``python bench/decode_ops.py``).
 SHORT_ROWS = 16
 
 
@@ -65,8 +66,8 @@ def inference_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
     :func:`scaled_dot_product_attention` with only what inference needs: two batched products
     in the keys' number format, the scale, the mask and a float32 softmax. A decoding step has
     one query (or the K beam queries of a sentence) per row against a few dozen keys, and
-    PyTorch's fused CPU kernel runs such problems 2.5-5x slower than this in bf16 (measured on
-    an AVX-512-BF16 CPU without AMX; docs/speed.md).
+    PyTorch's fused CPU kernel runs such problems 2.6-4.9x slower than this in bf16 (measured on
+    an AVX-512-BF16 CPU without AMX; ``python bench/decode_ops.py``).
 
     Args:
         q: Queries (..., L_q, d_k), converted to the keys' dtype (the search keeps a bf16
@@ -117,7 +118,7 @@ class MultiHeadAttention(nn.Module):
             (translation, validation) a CPU takes the fused kernel for float32 (one operator
             instead of the formula's dozen per call made greedy decoding 1.12-1.15x faster
             and left beam search unchanged on a Xeon) and :func:`inference_attention` for bf16
-            (2.5-5x the fused kernel per call: docs/speed.md).
+            (2.6-4.9x the fused kernel per call, ``python bench/decode_ops.py``: docs/speed.md).
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, use_fused: bool | None = None) -> None:

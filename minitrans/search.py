@@ -120,7 +120,8 @@ def cache_dtype(model) -> torch.dtype | None:
 
     Why: a decoding step multiplies one query (or a sentence's K beam queries) by a few dozen
     cached keys, for every row and head: thousands of tiny products, which PyTorch's CPU
-    kernels ran 1.7-3x faster in float32 than in bf16. Against a bf16 cache, whole greedy and
+    kernels ran 1.7x (contiguous keys) to 5x (a view of the cache buffer) faster in float32 than
+    in bf16 (``python bench/decode_ops.py``). Against a bf16 cache, whole greedy and
     beam-5 decoding ran at 0.8-0.9x the rate, with a third more peak memory (docs/speed.md).
     """
     weight = next(model.parameters())
@@ -161,10 +162,10 @@ class _Stepper:
                 is their only continuation, at log-probability 0.
 
         ``<pad>`` and ``<s>`` get -inf; their probability stays in the normaliser (they are
-        masked after the log-softmax). The logits become float32 before the log-softmax:
-        PyTorch's log-softmax reading bf16 itself ran 7x slower on one CPU thread
-        (docs/speed.md). With a shortlist the log-softmax normalises over its pieces (which
-        hold neither ``<pad>`` nor ``<s>``).
+        masked after the log-softmax). One fused log-softmax over float32 logits, not
+        ``logsumexp`` and a subtraction: 1.8-2.0x faster at a step's (rows, vocabulary) shape
+        (``python bench/decode_ops.py``). With a shortlist the log-softmax normalises over its
+        pieces (which hold neither ``<pad>`` nor ``<s>``).
         """
         if self.cache is not None:
             logits = self.model.decode(self.memory, self.src_mask, prefix[:, -1:], self.cache, **self.extra)

@@ -1,0 +1,116 @@
+"""The small operations of a decoding step, timed alone at decoding shapes (issue #29).
+
+    python bench/decode_ops.py [--threads 1] [--repeats 200]
+
+Each line times one way of doing a step's piece of work against another, on random data of the
+shapes a batch of the `quickstart` model (4 heads of 64) or `multi30k-small` (4 heads of 32, an
+8,000-piece vocabulary) has, median microseconds of ``--repeats`` calls after a warm-up:
+
+* attention of one query row (greedy) or of a sentence's 5 beam queries against a few dozen
+  keys: PyTorch's fused kernel against :func:`minitrans.attention.inference_attention`, in bf16
+  and in float32, and bf16 products over a strided view of a cache buffer against float32 ones;
+* ``torch.softmax`` over rows shorter and longer than one AVX-512 vector (16 floats);
+* the log-softmax over the vocabulary: reading bf16 logits itself against a float32 copy first;
+* beam search's candidates: a top-2K per beam row then a top-2K of those, against one top-2K
+  over beam × vocabulary per sentence (what :func:`minitrans.search.beam_search` does).
+
+Compare lines within one run: these machines are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def timed(fn, repeats: int) -> float:
+    """Median microseconds of ``fn()``."""
+    for _ in range(5):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return 1e6 * statistics.median(samples)
+
+
+def attention(repeats: int) -> None:
+    from minitrans.attention import inference_attention
+
+    print("attention (rows, heads, queries, keys, head width): fused kernel vs inference_attention")
+    for rows, heads, queries, keys, width in ((400, 4, 1, 20, 64), (80, 4, 5, 20, 64), (428, 4, 1, 14, 32)):
+        for dtype in (torch.bfloat16, torch.float32):
+            q = torch.randn(rows, heads, queries, width, dtype=dtype)
+            k, v = (torch.randn(rows, heads, keys, width, dtype=dtype) for _ in range(2))
+            mask = torch.ones(rows, 1, 1, keys, dtype=torch.bool)
+            fused = timed(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), repeats)
+            lean = timed(lambda: inference_attention(q, k, v, mask), repeats)
+            print(f"  {rows}x{heads}x{queries}x{keys}x{width} {str(dtype)[6:]:>8}: fused {fused:7.0f}  "
+                  f"inference_attention {lean:7.0f}  ({fused / lean:.1f}x)")
+    print("Q·Kᵀ of one query row against 15 keys (400 rows, 4 heads of 64): contiguous keys, and the first 15 "
+          "positions of a 48-position cache buffer")
+    q = torch.randn(400, 4, 1, 64)
+    buffer = torch.randn(400, 4, 48, 64)
+    for dtype in (torch.bfloat16, torch.float32):
+        view, query = buffer.to(dtype)[:, :, :15], q.to(dtype)
+        block = view.contiguous()
+        print(f"  {str(dtype)[6:]:>8}: contiguous {timed(lambda: torch.matmul(query, block.transpose(-2, -1)), repeats):6.0f}  "
+              f"strided view {timed(lambda: torch.matmul(query, view.transpose(-2, -1)), repeats):6.0f}")
+
+
+def softmax(repeats: int) -> None:
+    print("torch.softmax over (1,712, keys) against amax, exp and a division (float32):")
+    for keys in (8, 14, 15, 16, 20, 32):
+        x = torch.randn(428, 4, 1, keys)
+
+        def by_hand() -> torch.Tensor:
+            e = (x - x.amax(-1, keepdim=True)).exp_()
+            return e.div_(e.sum(-1, keepdim=True))
+
+        print(f"  {keys:3d} keys: torch.softmax {timed(lambda: torch.softmax(x, -1), repeats):6.0f}  "
+              f"by hand {timed(by_hand, repeats):6.0f}")
+
+
+def vocabulary(repeats: int) -> None:
+    from minitrans.search import top_k
+
+    logits = (torch.randn(428, 8000) * 3).bfloat16()
+    print("log-softmax over (428, 8,000) bf16 logits:")
+    print(f"  log_softmax(dtype=float32) {timed(lambda: torch.log_softmax(logits, -1, dtype=torch.float32), repeats):7.0f}  "
+          f"float() then log_softmax {timed(lambda: torch.log_softmax(logits.float(), -1), repeats):7.0f}  "
+          f"float() then logsumexp {timed(lambda: torch.logsumexp(logits.float(), -1), repeats):7.0f}")
+    logprobs, scores = torch.log_softmax(logits.float(), -1), torch.randn(428 // 5 * 5 // 5, 5)
+    rows = scores.numel()
+    logprobs = logprobs[:rows]
+
+    def per_beam():
+        values, _ = top_k(logprobs, 10)  # (N*K, 2K)
+        return (scores.view(-1, 1) + values).view(-1, 50).topk(10, dim=1)
+
+    def per_sentence():
+        return top_k((logprobs + scores.view(-1, 1)).view(-1, 5 * 8000), 10)
+
+    print(f"beam 5 candidates ({rows // 5} sentences x 5 beams x 8,000 pieces): top-2K per beam then per sentence "
+          f"{timed(per_beam, repeats):7.0f}  one top-2K over beam x vocabulary {timed(per_sentence, repeats):7.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads (a decoding worker has one)")
+    parser.add_argument("--repeats", type=int, default=200)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"{args.threads} thread(s), median µs of {args.repeats} calls")
+    with torch.inference_mode():
+        attention(args.repeats)
+        softmax(args.repeats)
+        vocabulary(args.repeats)
+
+
+if __name__ == "__main__":
+    main()
