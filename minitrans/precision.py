@@ -8,7 +8,8 @@ fp32 (66 vs 1,347 target tokens/s, ``bench/benchmark_train.py``; docs/speed.md).
 * decoding takes ``--precision auto`` by default (:func:`choose`): bf16 where the device has
   bf16 units, fp32 elsewhere; ``fp32``, ``bf16`` and ``int8`` (dynamic int8 matrices, CPU)
   choose one. On a Xeon with AMX bf16 decoding was 1.2-1.5x fp32 with BLEU within 0.16 of fp32
-  on both quickstart models (docs/speed.md lists the recipes measured);
+  on both quickstart models, on an EPYC with AVX-512-BF16 and no AMX 1.4-2.0x with BLEU within
+  0.13 (docs/speed.md lists the recipes measured);
 * training keeps a recipe's ``trainer.precision: bf16-mixed`` only where it is fast
   (:func:`training_precision`), and says when it falls back to ``32-true``.
 """
