@@ -20,23 +20,16 @@ Compare lines within one run: these machines are noisy.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
 
 def timed(fn, repeats: int) -> float:
-    """Median microseconds of ``fn()``."""
-    for _ in range(5):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return 1e6 * statistics.median(samples)
+    """Median microseconds of ``fn()`` (attention_cost's timer, which sits beside this script)."""
+    from attention_cost import timed as seconds
+
+    return 1e6 * seconds(fn, repeats)
 
 
 def attention(repeats: int) -> None:
