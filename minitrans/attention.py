@@ -215,11 +215,12 @@ class MultiHeadAttention(nn.Module):
             q = q.view(b // beams, beams, self.n_heads, t, self.d_k).transpose(1, 2)  # (B/K, H, K, T, Dh)
             q = q.reshape(b // beams, self.n_heads, beams * t, self.d_k)  # (B/K, H, K*T, Dh)
         p = self.dropout if self.training else 0.0
-        inference = not torch.is_grad_enabled() and not need_weights and query.device.type == "cpu"
-        fused = self.use_fused if self.use_fused is not None else \
-            (query.device.type != "cpu" or not torch.is_grad_enabled())
-        if inference and (q.dtype == torch.bfloat16 or k.dtype != q.dtype) and self.use_fused is None:
-            out, weights = inference_attention(q, k, v, mask), None  # bf16 on a CPU: the lean formula
+        cpu, grad = query.device.type == "cpu", torch.is_grad_enabled()
+        fused = self.use_fused if self.use_fused is not None else (not cpu or not grad)
+        lean = self.use_fused is None and cpu and not grad and not need_weights and \
+            (q.dtype == torch.bfloat16 or k.dtype != q.dtype)  # bf16 (or its float32 cache) on a CPU
+        if lean:
+            out, weights = inference_attention(q, k, v, mask), None
         elif need_weights or not fused:
             out, weights = scaled_dot_product_attention(q.to(k.dtype), k, v, mask, dropout=p)
             weights = weights if need_weights else None

@@ -90,9 +90,8 @@ class AttentionCache:
         A growing cache copies its filled positions into a fresh buffer with room for one more
         position, so that after the next append its keys are one contiguous block, and a beam
         search, which reorders at every step, allocates only what it holds instead of the whole
-        capacity at every step: beam 5 ran 1.13x faster with a third less peak memory
-        (docs/speed.md). A later append that outgrows the room doubles the buffer as
-        :meth:`append` says.
+        capacity at every step (faster beam search, less peak memory: docs/experiments.md). A
+        later append that outgrows the room doubles the buffer as :meth:`append` says.
         """
         if self._key is None:
             return
