@@ -4,9 +4,13 @@ keyed by the data settings and the raw files' sizes and times, built once and pu
 * :func:`cache_path` — ``cache_dir/<dataset>-<12 hex digits>``: a sha256 of the settings stamp
   plus each raw file's resolved path, size and modification time, so a changed setting or a
   touched corpus file gives a new cache and the same ones reuse it in seconds.
-* :func:`build` — the one-time work in a folder of this process's own (two ``prepare`` runs
-  started together never share one), then a rename into place: the cache appears whole or not
-  at all. A failed build leaves nothing behind; a full disk is one line naming the cache.
+* :func:`build` — the one-time work in a folder of this process's own, then a rename into
+  place: the cache appears whole or not at all. A failed build leaves nothing behind; a full
+  disk is one line naming the cache. The check, build and rename hold a lock file beside the
+  cache (``<cache>.lock``, an OS lock the kernel releases if the process dies), so two
+  ``prepare`` runs started together do the work once: the second waits and reuses the first's
+  cache. Without it, the second could find no cache, then delete the first's just published
+  one as if a killed run had left it, while the first was reading it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from minitrans.textio import DISK_FULL, write_failed
 
@@ -51,10 +57,20 @@ def build(path: Path, fill: Callable[[Path, Path], dict[str, Any]]) -> bool:
     """Build the cache at ``path`` with ``fill(folder, scratch)``, which writes the cache's
     files into ``folder`` (``scratch`` is for intermediate files and is deleted after) and
     returns the report to record. Returns False when another process published the same
-    cache first (its cache is complete and equal; this one's is discarded)."""
+    cache first (it is complete and equal; this process waited for it and built nothing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.with_name(f"{path.name}.lock"))):
+        if is_ready(path):
+            return False
+        return _build_and_publish(path, fill)
+
+
+def _build_and_publish(path: Path, fill: Callable[[Path, Path], dict[str, Any]]) -> bool:
+    """:func:`build`'s work, under its lock."""
     started = time.perf_counter()
+    for stale in path.parent.glob(f"{path.name}.tmp*"):  # killed builds' folders: nobody else holds the lock
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
     scratch = tmp / "_build"
     scratch.mkdir(parents=True)
     try:
@@ -67,12 +83,6 @@ def build(path: Path, fill: Callable[[Path, Path], dict[str, Any]]) -> bool:
         raise
     report["seconds"] = round(time.perf_counter() - started, 1)
     (tmp / DONE).write_text(json.dumps(report, indent=2))
-    try:
-        if is_ready(path):  # another process finished first: keep its cache
-            raise FileExistsError(path)
-        shutil.rmtree(path, ignore_errors=True)  # an incomplete cache of a killed run
-        tmp.rename(path)
-    except OSError:  # lost the race to rename
-        shutil.rmtree(tmp, ignore_errors=True)
-        return False
+    shutil.rmtree(path, ignore_errors=True)  # an incomplete cache (copied in by hand, or an older version's)
+    tmp.rename(path)
     return True

@@ -290,6 +290,43 @@ def test_16_two_prepares_at_once_both_succeed(tmp_path, data_root):
     assert not [p for p in (tmp_path / "cache").iterdir() if ".tmp" in p.name]
 
 
+def test_16b_a_second_build_waits_and_never_deletes_the_first_cache(tmp_path):
+    """The race behind a flaky CI run: the second build checked, found no cache, then deleted
+    the first's just-published one. Now the second waits, builds nothing, and the first's
+    cache is untouched; a killed build's leftover folder is cleared by the next build."""
+    import threading
+    import time
+
+    from minitrans import datacache
+
+    path = tmp_path / "cache" / "toy-0123456789ab"
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "toy-0123456789ab.tmp999999999").mkdir()  # a killed build's folder
+    first_started, fills, returned = threading.Event(), [], {}
+
+    def fill(name):
+        def write(folder, scratch):
+            fills.append(name)
+            first_started.set()
+            time.sleep(0.5)  # long enough for the second build to arrive
+            (folder / "data.txt").write_text(name)
+            return {"by": name}
+        return write
+
+    def run(name):
+        returned[name] = datacache.build(path, fill(name))
+
+    first = threading.Thread(target=run, args=("first",))
+    first.start()
+    first_started.wait(10)
+    second = threading.Thread(target=run, args=("second",))
+    second.start()
+    first.join(20), second.join(20)
+    assert fills == ["first"] and returned == {"first": True, "second": False}
+    assert (path / "data.txt").read_text() == "first" and datacache.read_report(path)["by"] == "first"
+    assert not [p for p in path.parent.iterdir() if ".tmp" in p.name]
+
+
 # -- smaller ---------------------------------------------------------------------------
 def test_17_a_killed_save_leaves_no_temporary_behind(tmp_path):
     target = tmp_path / "model.ckpt"
