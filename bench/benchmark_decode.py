@@ -20,7 +20,8 @@ layers, torchao), ``native-int8-legacy`` (the same with ``torch.ao.quantization.
 ``native-fp32-nocache`` (the prefix recomputed every step),
 ``ct2-<type>`` for any ``minitrans export --quantization`` type, and ``baseline-<x>``:
 ``native-<x>`` of another minitrans checkout (``--baseline DIR``, e.g. a ``git worktree`` of
-an older commit; ``baseline-fp32``, ``baseline-auto``), to measure a change of the engine itself in the same run. A system may
+an older commit; ``baseline-fp32``, ``baseline-auto``), to measure a change of the engine itself in the same run
+(``--baseline NAME=DIR``, repeated, names several: systems ``NAME-<x>``, e.g. a ladder of commits). A system may
 end in ``@N`` to give it its own batch budget instead of ``--max-tokens`` (``native-fp32@30000``):
 the two engines count their budgets differently (see ``--max-tokens``). A system name may end
 in ``-wN`` for N decoding workers (``native-fp32-w1``, ``ct2-float32-w2``; default: the engines'
@@ -158,7 +159,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="instead of the table: profile the default native path (one worker) on the first "
                              "--limit sentences of the first mode (torch.profiler, operators by self CPU time)")
-    parser.add_argument("--baseline", help="a minitrans checkout whose engine runs as systems baseline-<x> (baseline-fp32, baseline-auto)")
+    parser.add_argument("--baseline", action="append", default=[],
+                        help="a minitrans checkout whose engine runs as systems baseline-<x> (baseline-fp32, "
+                             "baseline-auto); NAME=DIR runs it as NAME-<x>; may be repeated")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
@@ -174,6 +177,7 @@ def main() -> None:
     from minitrans.ctranslate2_export import export_ctranslate2
 
     systems, modes = args.systems.split(","), args.modes.split(",")
+    checkouts = dict(entry.split("=", 1) if "=" in entry else ("baseline", entry) for entry in args.baseline)
     _, refs = load_eval_data("multi30k", args.split, None, None, source_lang=source_language(args.checkpoint))
     refs = refs[: args.limit]
     with tempfile.TemporaryDirectory(prefix="minitrans-bench-") as workdir:
@@ -191,9 +195,10 @@ def main() -> None:
                                "--limit", str(args.limit), "--threads", str(args.threads),
                                "--max-tokens", budget or str(args.max_tokens)]
                     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-                    if name.startswith("baseline"):
-                        env["PYTHONPATH"] = args.baseline  # its `minitrans` package comes first
-                        command[command.index(name)] = "native-" + name.partition("-")[2]  # baseline-auto -> native-auto
+                    prefix, _, rest = name.partition("-")
+                    if prefix in checkouts:
+                        env["PYTHONPATH"] = checkouts[prefix]  # its `minitrans` package comes first
+                        command[command.index(name)] = "native-" + rest  # baseline-auto -> native-auto
                     done = subprocess.run(command, capture_output=True, text=True, env=env)
                     if done.returncode:  # say why, not only that a child failed
                         raise SystemExit(f"{system} {mode} failed:\n{done.stderr[-1500:]}")
