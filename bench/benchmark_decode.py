@@ -26,7 +26,10 @@ end in ``@N`` to give it its own batch budget instead of ``--max-tokens`` (``nat
 the two engines count their budgets differently (see ``--max-tokens``). A system name may end
 in ``-wN`` for N decoding workers (``native-fp32-w1``, ``ct2-float32-w2``; default: the engines'
 default, two on 2 threads), to compare one batch at a time with ``--threads`` intra-op threads
-against N batches at once.
+against N batches at once. Every system runs with the allocator setting as ``minitrans
+translate`` applies it (:mod:`minitrans.runtime`: on, unless ``MINITRANS_MALLOC=default``); a
+system ending in ``+untuned`` runs with ``MINITRANS_MALLOC=default``, one ending in ``+tuned``
+with ``MINITRANS_MALLOC=tuned`` (a ``--baseline`` checkout from before decoding used it).
 """
 
 from __future__ import annotations
@@ -54,6 +57,15 @@ def source_language(checkpoint: str) -> str:
 
 def child(args: argparse.Namespace) -> None:
     """Translate the sentences once with one system and mode; print one JSON line."""
+    try:  # the allocator setting as `minitrans translate` applies it (minitrans.runtime)
+        from minitrans.runtime import tune_allocator
+    except ImportError:  # a --baseline checkout may predate it
+        pass
+    else:
+        try:
+            tune_allocator(decoding=True)
+        except TypeError:  # a --baseline checkout from before it was on for decoding
+            tune_allocator()
     import torch
 
     from minitrans import Translator
@@ -138,8 +150,8 @@ def quantize_int8(model, legacy: bool = False) -> None:
 
 
 def parse_system(system: str) -> tuple[str, int, str]:
-    """``name[-wN][@budget]`` -> (name, workers or 0 for the default, budget or "")."""
-    spec, _, budget = system.partition("@")
+    """``name[-wN][@budget][+tuned|+untuned]`` -> (name, workers or 0 for the default, budget or "")."""
+    spec, _, budget = system.partition("+")[0].partition("@")
     name, workers = re.fullmatch(r"(.+?)(?:-w(\d+))?", spec).groups()
     return name, int(workers or 0), budget
 
@@ -195,6 +207,8 @@ def main() -> None:
                                "--limit", str(args.limit), "--threads", str(args.threads),
                                "--max-tokens", budget or str(args.max_tokens)]
                     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+                    if system.endswith(("+tuned", "+untuned")):
+                        env["MINITRANS_MALLOC"] = "tuned" if system.endswith("+tuned") else "default"
                     prefix, _, rest = name.partition("-")
                     if prefix in checkouts:
                         env["PYTHONPATH"] = checkouts[prefix]  # its `minitrans` package comes first

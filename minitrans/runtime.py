@@ -1,15 +1,25 @@
-"""An opt-in allocator setting for PyTorch on CPU (``MINITRANS_MALLOC=tuned``).
+"""The allocator setting for PyTorch on CPU: on for the commands that decode, opt-in for training.
 
 glibc's ``malloc`` serves large blocks (the (tokens × vocabulary) logits, their gradients,
-activations) with ``mmap`` and returns them to the kernel on ``free``, so every training step
-maps fresh pages: 58 million minor page faults and 133 of 1,195 CPU seconds in the kernel in a
-10-minute training run. Keeping freed memory in the heap (``M_MMAP_MAX = 0``, a 1 GiB trim
-threshold) removes the system time, but the step rate did not follow: six alternated pairs of
-``bench/benchmark_train.py --settings "bf16 explicit" --steps 30 --allocator {default,tuned}``
-gave 0.94-1.24x, median 1.02x (system CPU 5-6 s -> 1 s per 30 steps, user CPU up by about as
-much), for ~17% more peak memory (4.0 vs 3.4 GiB in 10-minute runs). So it is off unless asked
-for; the ``minitrans`` command applies it when ``MINITRANS_MALLOC=tuned``. Other C libraries
-are left alone.
+activations, a decoding step's caches) with ``mmap`` and returns them to the kernel on
+``free``, so every step maps fresh pages. Keeping freed memory in the heap (``M_MMAP_MAX = 0``,
+a 1 GiB trim threshold) removes that kernel time.
+
+* Training: 58 million minor page faults and 133 of 1,195 CPU seconds in the kernel in a
+  10-minute run, but the step rate did not follow: six alternated pairs of
+  ``bench/benchmark_train.py --settings "bf16 explicit" --steps 30 --allocator {default,tuned}``
+  gave 0.94-1.24x, median 1.02x, for ~17% more peak memory (4.0 vs 3.4 GiB in 10-minute
+  runs). So training runs with it only when ``MINITRANS_MALLOC=tuned``.
+* Decoding (bf16 on an AVX-512-BF16 EPYC, 1,000 sentences, each process translating once;
+  ``bench/benchmark_decode.py --systems native-auto,native-auto+untuned``, three runs):
+  1.11-1.30x in greedy search on ``multi30k-small``, 0.91-1.15x (these cores' noise) in the
+  other three cases; peak memory within 4% (6-10% more warm); the same outputs (docs/speed.md). So the
+  ``minitrans`` command applies it for the commands that decode (:data:`DECODING_COMMANDS`)
+  unless ``MINITRANS_MALLOC=default``.
+
+A Python program that imports minitrans keeps its allocator: the setting is process-wide, and
+a library does not change its host's; :func:`tune_allocator` with ``force=True`` applies it.
+Other C libraries than glibc are left alone.
 """
 
 from __future__ import annotations
@@ -22,16 +32,21 @@ import sys
 
 log = logging.getLogger(__name__)
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_MAX = -1, -2, -4
+#: The ``minitrans`` commands that run with the setting unless ``MINITRANS_MALLOC=default``.
+DECODING_COMMANDS = ("translate", "evaluate", "calibrate", "serve", "distill")
 _applied = False
 
 
-def tune_allocator(force: bool = False) -> bool:
-    """Keep freed memory in glibc's heap instead of unmapping it, when ``force`` or
-    ``MINITRANS_MALLOC=tuned``; returns whether the setting is in force."""
+def tune_allocator(force: bool = False, decoding: bool = False) -> bool:
+    """Keep freed memory in glibc's heap instead of unmapping it, when ``force``, when
+    ``MINITRANS_MALLOC=tuned``, or for ``decoding`` work unless ``MINITRANS_MALLOC=default`` (or
+    ``off``);
+    returns whether the setting is in force."""
     global _applied
     if _applied:
         return True
-    wanted = force or os.environ.get("MINITRANS_MALLOC", "").lower() == "tuned"
+    setting = os.environ.get("MINITRANS_MALLOC", "").lower()
+    wanted = force or setting == "tuned" or (decoding and setting not in ("default", "off", "0"))
     if not wanted or not sys.platform.startswith("linux"):
         return False
     try:
