@@ -11,6 +11,8 @@ shapes a batch of the `quickstart` model (4 heads of 64) or `multi30k-small` (4 
   and in float32, and bf16 products over a strided view of a cache buffer against float32 ones;
 * ``torch.softmax`` over rows shorter and longer than one AVX-512 vector (16 floats);
 * the log-softmax over the vocabulary: reading bf16 logits itself against a float32 copy first;
+* greedy's pick: a log-softmax then the top one, against a max and a log-sum-exp (what
+  :func:`minitrans.search.greedy_search` needs: the best piece and its log-probability);
 * beam search's candidates: a top-2K per beam row then a top-2K of those, against one top-2K
   over beam × vocabulary per sentence (what :func:`minitrans.search.beam_search` does).
 
@@ -77,6 +79,15 @@ def vocabulary(repeats: int) -> None:
     print(f"  log_softmax(dtype=float32) {timed(lambda: torch.log_softmax(logits, -1, dtype=torch.float32), repeats):7.0f}  "
           f"float() then log_softmax {timed(lambda: torch.log_softmax(logits.float(), -1), repeats):7.0f}  "
           f"float() then logsumexp {timed(lambda: torch.logsumexp(logits.float(), -1), repeats):7.0f}")
+    x = logits.float()
+
+    def pick_max() -> tuple[torch.Tensor, torch.Tensor]:
+        values, columns = x.max(-1)
+        return values - torch.logsumexp(x, -1), columns
+
+    print(f"greedy's pick over (428, 8,000) float32 logits: log-softmax then top-1 "
+          f"{timed(lambda: top_k(torch.log_softmax(x, -1), 1), repeats):7.0f}  "
+          f"max and logsumexp {timed(pick_max, repeats):7.0f}")
     logprobs, scores = torch.log_softmax(logits.float(), -1), torch.randn(428 // 5 * 5 // 5, 5)
     rows = scores.numel()
     logprobs = logprobs[:rows]

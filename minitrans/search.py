@@ -122,7 +122,8 @@ def cache_dtype(model) -> torch.dtype | None:
     cached keys, for every row and head: thousands of tiny products, which PyTorch's CPU
     kernels ran 1.7x (contiguous keys) to 5x (a view of the cache buffer) faster in float32 than
     in bf16 (``python bench/decode_ops.py``). Against a bf16 cache, whole greedy and
-    beam-5 decoding ran at 0.8-0.9x the rate, with a third more peak memory (docs/speed.md).
+    beam-5 decoding ran at 0.80-0.87x the rate, with 29-63% more peak memory (both models, side
+    by side in one run: docs/experiments.md).
     """
     weight = next(model.parameters())
     return torch.float32 if weight.dtype == torch.bfloat16 and weight.device.type == "cpu" else None
