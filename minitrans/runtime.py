@@ -13,9 +13,9 @@ a 1 GiB trim threshold) removes that kernel time.
 * Decoding (bf16 on an AVX-512-BF16 EPYC, 1,000 sentences, each process translating once;
   ``bench/benchmark_decode.py --systems native-auto,native-auto+untuned``, three runs):
   1.11-1.30x in greedy search on ``multi30k-small``, 0.91-1.15x (these cores' noise) in the
-  other three cases; peak memory within 4% (6-10% more warm); the same outputs (docs/speed.md). So the
-  ``minitrans`` command applies it for the commands that decode (:data:`DECODING_COMMANDS`)
-  unless ``MINITRANS_MALLOC=default``.
+  other three cases; peak memory within 4% (6-10% more warm); the same outputs
+  (docs/speed.md). So the ``minitrans`` command applies it for the commands that decode
+  (:data:`DECODING_COMMANDS`) unless ``MINITRANS_MALLOC=default``.
 
 A Python program that imports minitrans keeps its allocator: the setting is process-wide, and
 a library does not change its host's; :func:`tune_allocator` with ``force=True`` applies it.
