@@ -30,6 +30,9 @@ from minitrans.textio import (atomic_output, check_writable, check_writable_fold
 
 log = logging.getLogger("minitrans")
 LIGHTNING_COMMANDS = ("train", "fit", "validate", "test")
+#: The commands that decode: they run with minitrans.runtime's allocator setting unless
+#: MINITRANS_MALLOC=default (training, only with MINITRANS_MALLOC=tuned).
+DECODING_COMMANDS = ("translate", "evaluate", "calibrate", "serve", "distill")
 #: Lines translated at once from a file or stdin: large enough for full decoding batches.
 CHUNK_LINES = 1000
 PRECISION_HELP = ("number format of decoding (native engine): auto (default) = bf16 on a CPU with AMX or "
@@ -961,12 +964,9 @@ def main(argv: list[str] | None = None) -> None:
         log.addHandler(handler)
         log.setLevel(logging.INFO)
     command = argv[0] if argv else None
-    from minitrans.runtime import DECODING_COMMANDS, tune_allocator
+    from minitrans.runtime import tune_allocator
 
-    # The commands that decode keep freed memory in the heap (up to 1.3x, minitrans.runtime);
-    # training only with MINITRANS_MALLOC=tuned (measured neutral). A Python caller's process
-    # keeps its allocator.
-    tune_allocator(decoding=as_command and command in DECODING_COMMANDS)
+    tune_allocator(decoding=as_command and command in DECODING_COMMANDS)  # a Python caller keeps its allocator
     try:
         if command in LIGHTNING_COMMANDS:
             if {"-h", "--help"} & set(argv) and "--help-all" not in argv:

@@ -15,7 +15,7 @@ a 1 GiB trim threshold) removes that kernel time.
   1.11-1.30x in greedy search on ``multi30k-small``, 0.91-1.15x (these cores' noise) in the
   other three cases; peak memory within 4% (6-10% more warm); the same outputs
   (docs/speed.md). So the ``minitrans`` command applies it for the commands that decode
-  (:data:`DECODING_COMMANDS`) unless ``MINITRANS_MALLOC=default``.
+  (``minitrans.cli.DECODING_COMMANDS``) unless ``MINITRANS_MALLOC=default``.
 
 A Python program that imports minitrans keeps its allocator: the setting is process-wide, and
 a library does not change its host's; :func:`tune_allocator` with ``force=True`` applies it.
@@ -32,16 +32,13 @@ import sys
 
 log = logging.getLogger(__name__)
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_MAX = -1, -2, -4
-#: The ``minitrans`` commands that run with the setting unless ``MINITRANS_MALLOC=default``.
-DECODING_COMMANDS = ("translate", "evaluate", "calibrate", "serve", "distill")
 _applied = False
 
 
 def tune_allocator(force: bool = False, decoding: bool = False) -> bool:
     """Keep freed memory in glibc's heap instead of unmapping it, when ``force``, when
-    ``MINITRANS_MALLOC=tuned``, or for ``decoding`` work unless ``MINITRANS_MALLOC=default`` (or
-    ``off``);
-    returns whether the setting is in force."""
+    ``MINITRANS_MALLOC=tuned``, or for ``decoding`` work unless ``MINITRANS_MALLOC=default``
+    (or ``off``); returns whether the setting is in force."""
     global _applied
     if _applied:
         return True
