@@ -109,7 +109,11 @@ def child(args: argparse.Namespace) -> None:
 
 def profile(args: argparse.Namespace) -> None:
     """Where native decoding spends its time: operators by self CPU time, and the share of
-    the search's own Python (everything outside the operators)."""
+    the search's own Python (everything outside the operators). The allocator setting as
+    ``minitrans translate`` applies it (without it, page faults land in the vocabulary-sized ops)."""
+    from minitrans.runtime import tune_allocator
+
+    tune_allocator(decoding=True)
     import torch
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
