@@ -208,6 +208,7 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self._project(query, key, value)  # (B, H, T, Dh), (B', H, L, Dh) twice
             if cache is not None and cache.static:
                 cache.store(k, v)
+                k, v = cache.key, cache.value  # its contiguous copies (in its number format) serve this step too
                 beams = cache.beams
             elif cache is not None:
                 k, v = cache.append(k, v)  # (B, H, L_cached + L, Dh)

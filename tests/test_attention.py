@@ -251,3 +251,16 @@ def test_a_static_cache_lays_its_keys_out_contiguously(dtype):
         out, _ = mha(torch.randn(2, 1, 32), mem, mem, None, cache)
     assert cache.key.is_contiguous() and cache.value.is_contiguous() and cache.key.dtype == torch.float32
     torch.testing.assert_close(cache.key, mha.k_proj(mem).view(2, 7, 4, 8).transpose(1, 2))
+
+
+def test_the_first_cross_attention_step_attends_over_the_cache_copies():
+    """The step that fills a float32 cache for a bf16 model attends over the cache's float32
+    copies, as every later step does: the same query gives the same output at both steps (it
+    attended over the projections' bf16 keys before, whose scores were rounded to bf16)."""
+    mha = MultiHeadAttention(32, 4).eval().bfloat16()
+    memory, query = torch.randn(2, 7, 32).bfloat16(), torch.randn(2, 1, 32).bfloat16()
+    cache = AttentionCache(static=True, dtype=torch.float32)
+    with torch.no_grad():
+        first, _ = mha(query, memory, memory, None, cache)
+        second, _ = mha(query, memory, memory, None, cache)
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
