@@ -9,6 +9,10 @@ shapes a batch of the `quickstart` model (4 heads of 64) or `multi30k-small` (4 
 * attention of one query row (greedy) or of a sentence's 5 beam queries against a few dozen
   keys: PyTorch's fused kernel against :func:`minitrans.attention.inference_attention`, in bf16
   and in float32, and bf16 products over a strided view of a cache buffer against float32 ones;
+* the source mask of cross-attention as a boolean mask (inverted, then ``masked_fill_``) against
+  an additive one made once per batch (one ``add_``);
+* a bf16 product laid out for oneDNN at 2, 25 and 428 rows (what a call costs however few its
+  rows), and its first call at a row count it has not seen (oneDNN makes a primitive per shape);
 * ``torch.softmax`` over rows shorter and longer than one AVX-512 vector (16 floats);
 * the log-softmax over the vocabulary: reading bf16 logits itself against a float32 copy first;
 * greedy's pick: a log-softmax then the top one, against a max and a log-sum-exp (what
@@ -22,6 +26,8 @@ Compare lines within one run: these machines are noisy.
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +62,54 @@ def attention(repeats: int) -> None:
         block = view.contiguous()
         print(f"  {str(dtype)[6:]:>8}: contiguous {timed(lambda: torch.matmul(query, block.transpose(-2, -1)), repeats):6.0f}  "
               f"strided view {timed(lambda: torch.matmul(query, view.transpose(-2, -1)), repeats):6.0f}")
+
+
+def masks(repeats: int) -> None:
+    from minitrans.attention import inference_attention
+
+    print("inference_attention with the source mask: boolean (inverted, masked_fill_) against the same formula "
+          "adding a float mask kept per batch (one add_; not kept, docs/experiments.md)")
+
+    def added(q, k, v, additive):
+        """inference_attention with ``scores.add_(additive)`` in place of its masked_fill_."""
+        scores = torch.matmul(q.to(k.dtype), k.transpose(-2, -1)).mul_(q.size(-1) ** -0.5).add_(additive)
+        if scores.size(-1) >= 16:
+            return torch.matmul(torch.softmax(scores, -1), v)
+        weights = scores.sub_(scores.amax(-1, keepdim=True)).exp_()
+        return torch.matmul(weights.div_(weights.sum(-1, keepdim=True)), v)
+
+    for rows, heads, queries, keys, width in ((428, 4, 1, 14, 32), (428, 4, 1, 20, 32), (400, 4, 1, 20, 64),
+                                              (85, 4, 5, 14, 32)):
+        q = torch.randn(rows, heads, queries, width).bfloat16()
+        k, v = (torch.randn(rows, heads, keys, width) for _ in range(2))
+        mask = torch.ones(rows, 1, 1, keys, dtype=torch.bool)
+        mask[::3, ..., keys - 3:] = False
+        additive = torch.zeros(mask.shape).masked_fill_(~mask, torch.finfo(torch.float32).min)
+        assert torch.equal(added(q, k, v, additive), inference_attention(q, k, v, mask))
+        boolean = timed(lambda: inference_attention(q, k, v, mask), repeats)
+        adding = timed(lambda: added(q, k, v, additive), repeats)
+        print(f"  {rows}x{heads}x{queries}x{keys}x{width}: boolean {boolean:6.0f}  additive {adding:6.0f}  "
+              f"({boolean / adding:.2f}x)")
+
+
+def products(repeats: int) -> None:
+    print("a bf16 product laid out for oneDNN (minitrans.prepack) at few rows: the call's fixed cost; and the first "
+          "call at a row count not seen before (oneDNN makes a primitive per shape), median of 20 new counts")
+    for out in (128, 384, 8000):
+        weight = torch.ops.mkldnn._reorder_linear_weight(torch.randn(out, 128).bfloat16(), 400)
+        calls = []
+        for rows in (2, 25, 428):
+            x = torch.randn(rows, 1, 128).bfloat16()
+            calls.append(f"{rows} rows {timed(lambda: torch.ops.mkldnn._linear_pointwise(x, weight, None, 'none', [], ''), repeats):5.0f}")
+        first, second = [], []
+        for rows in range(300, 320):
+            x = torch.randn(rows, 1, 128).bfloat16()
+            for times in (first, second):
+                started = time.perf_counter()
+                torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
+                times.append(1e6 * (time.perf_counter() - started))
+        print(f"  128 -> {out:5d}: {', '.join(calls)};  300-319 rows: first call {statistics.median(first):6.0f}, "
+              f"second {statistics.median(second):6.0f}")
 
 
 def softmax(repeats: int) -> None:
@@ -112,6 +166,8 @@ def main() -> None:
     print(f"{args.threads} thread(s), median µs of {args.repeats} calls")
     with torch.inference_mode():
         attention(args.repeats)
+        masks(args.repeats)
+        products(args.repeats)
         softmax(args.repeats)
         vocabulary(args.repeats)
 
