@@ -11,7 +11,8 @@ by :func:`minitrans.search.greedy_search` (``--precision auto``, warm, the media
 copy and log-softmax over the vocabulary, the masks), and the search around it (the encoder,
 the pick, the bookkeeping, dropping finished rows). A step of a few rows is all fixed costs: if
 its time does not fall with a second thread, it is the per-call cost of the operators (and
-the Python that calls them), not arithmetic.
+the Python that calls them), not arithmetic. Last, each batch once under ``torch.profiler``: how
+many ATen operator calls a step makes.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def main() -> None:
 
     tune_allocator(force=True)  # as `minitrans translate` decodes
     import torch
+    from torch.profiler import ProfilerActivity, profile
 
     from minitrans import Translator, search
     from minitrans.batching import pad
@@ -75,6 +77,10 @@ def main() -> None:
             print(f"{name} (source {batch.size(1)} pieces), {threads} thread(s): {1e3 * total:6.1f} ms, "
                   f"{steps} steps, {1e3 * total / steps:5.2f} ms a step; decoder {decode / total:4.0%}, "
                   f"scoring {(scoring - decode) / total:4.0%}, search and encoder {(total - scoring) / total:4.0%}")
+        with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU]) as profiled:
+            search.greedy_search(model, batch)
+        calls = sum(event.count for event in profiled.key_averages())
+        print(f"{name}: {calls:,} ATen operator calls (views included; torch.profiler), {calls / steps:,.0f} a step")
 
 
 if __name__ == "__main__":
