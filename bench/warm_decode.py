@@ -6,7 +6,9 @@
 
 `bench/benchmark_decode.py` decodes once per fresh process, as `minitrans translate` does; this
 script loads the model once (``--precision auto``) and translates the 1,000 `test_2016_flickr`
-sentences ``--rounds`` times per mode after a warm-up, as a long-running server would. With
+sentences ``--rounds`` times per mode after a warm-up, as a long-running server would (the
+warm-up is the mode's first pass over the sentences; its rate and page faults are printed: the
+first pass pays for first-touched memory and for the oneDNN primitive of every new shape). With
 ``--vary MODULE.ATTRIBUTE=V1,V2,...`` it sets the attribute to each value in turn within every
 round, so a switch of the engine is compared on the same warm process, its rounds alternated
 (these machines drift). Each line gives the median sentences/s (range), and the median seconds
@@ -71,7 +73,10 @@ def main() -> None:
           f"precision {engine.precision.name}, median of {args.rounds} rounds")
     for mode in args.modes.split(","):
         beam = 1 if mode == "greedy" else int(mode[4:])
-        translator.translate(sources[:200], beam_size=beam)  # warm-up
+        faults, started = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
+        translator.translate(sources, beam_size=beam)  # the warm-up: this mode's first pass, as a CLI run decodes
+        print(f"{mode:<7} first pass (as a fresh process decodes) {len(sources) / (time.perf_counter() - started):8.1f} "
+              f"sent/s; {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults:,} minor page faults")
         rates = {repr(v): [] for v in values}
         outside = {repr(v): [] for v in values}
         for _ in range(args.rounds):
