@@ -55,17 +55,22 @@ def source_language(checkpoint: str) -> str:
     return languages.of(load_metadata(checkpoint))[0]
 
 
-def child(args: argparse.Namespace) -> None:
-    """Translate the sentences once with one system and mode; print one JSON line."""
-    try:  # the allocator setting as `minitrans translate` applies it (minitrans.runtime)
+def allocator_as_translate() -> None:
+    """The allocator setting as ``minitrans translate`` applies it (:mod:`minitrans.runtime`);
+    without it, page faults land in the vocabulary-sized operators."""
+    try:
         from minitrans.runtime import tune_allocator
     except ImportError:  # a --baseline checkout may predate it
-        pass
-    else:
-        try:
-            tune_allocator(decoding=True)
-        except TypeError:  # a --baseline checkout from before it was on for decoding
-            tune_allocator()
+        return
+    try:
+        tune_allocator(decoding=True)
+    except TypeError:  # a --baseline checkout from before it was on for decoding
+        tune_allocator()
+
+
+def child(args: argparse.Namespace) -> None:
+    """Translate the sentences once with one system and mode; print one JSON line."""
+    allocator_as_translate()
     import torch
 
     from minitrans import Translator
@@ -109,11 +114,9 @@ def child(args: argparse.Namespace) -> None:
 
 def profile(args: argparse.Namespace) -> None:
     """Where native decoding spends its time: operators by self CPU time, and the share of
-    the search's own Python (everything outside the operators). The allocator setting as
-    ``minitrans translate`` applies it (without it, page faults land in the vocabulary-sized ops)."""
-    from minitrans.runtime import tune_allocator
-
-    tune_allocator(decoding=True)
+    the search's own Python (everything outside the operators), with the allocator setting as
+    ``minitrans translate`` applies it."""
+    allocator_as_translate()
     import torch
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
