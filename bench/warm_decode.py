@@ -7,8 +7,10 @@
 `bench/benchmark_decode.py` decodes once per fresh process, as `minitrans translate` does; this
 script loads the model once (``--precision auto``) and translates the 1,000 `test_2016_flickr`
 sentences ``--rounds`` times per mode after a warm-up, as a long-running server would (the
-warm-up is the mode's first pass over the sentences; its rate and page faults are printed: the
-first pass pays for first-touched memory and for the oneDNN primitive of every new shape). With
+warm-up is the mode's first pass over the sentences, then a second pass; printed: the first
+pass's rate, the two passes' page faults, and how much slower each packed product's first call
+at a shape was than that shape's median call in the second pass: the first pass pays for
+first-touched memory and for the oneDNN primitive of every new shape). With
 ``--vary MODULE.ATTRIBUTE=V1,V2,...`` it sets the attribute to each value in turn within every
 round, so a switch of the engine is compared on the same warm process, its rounds alternated
 (these machines drift). Each line gives the median sentences/s (range), and the median seconds
@@ -22,10 +24,33 @@ first (process-wide, so compare it across processes).
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import importlib
 import resource
 import statistics
 import time
+
+
+@contextlib.contextmanager
+def product_clock():
+    """Times every call of :class:`minitrans.prepack.PackedLinear` (bf16 decoding's products) while
+    open: {(in, out, rows): [seconds, ...]}. oneDNN builds a primitive at a shape's first call."""
+    from minitrans.prepack import PackedLinear
+
+    calls, forward = collections.defaultdict(list), PackedLinear.forward
+
+    def clocked(self, x):
+        started = time.perf_counter()
+        y = forward(self, x)
+        calls[(self.in_features, self.out_features, x.numel() // x.size(-1))].append(time.perf_counter() - started)
+        return y
+
+    PackedLinear.forward = clocked
+    try:
+        yield calls
+    finally:
+        PackedLinear.forward = forward
 
 
 def main() -> None:
@@ -74,9 +99,16 @@ def main() -> None:
     for mode in args.modes.split(","):
         beam = 1 if mode == "greedy" else int(mode[4:])
         faults, started = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
-        translator.translate(sources, beam_size=beam)  # the warm-up: this mode's first pass, as a CLI run decodes
-        print(f"{mode:<7} first pass (as a fresh process decodes) {len(sources) / (time.perf_counter() - started):8.1f} "
-              f"sent/s; {resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults:,} minor page faults")
+        with product_clock() as first:
+            translator.translate(sources, beam_size=beam)  # the warm-up: this mode's first pass, as a CLI run decodes
+        rate = len(sources) / (time.perf_counter() - started)
+        with product_clock() as second:
+            translator.translate(sources, beam_size=beam)
+        extra = sum(calls[0] - statistics.median(second[shape]) for shape, calls in first.items() if shape in second)
+        print(f"{mode:<7} first pass (as a fresh process decodes) {rate:8.1f} sent/s; "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults:,} minor page faults (both passes); "
+              f"{len(first)} (weight, rows) shapes of packed products, their first calls {1e3 * extra:.0f} ms "
+              f"slower than the same shape's median call in the second pass")
         rates = {repr(v): [] for v in values}
         outside = {repr(v): [] for v in values}
         for _ in range(args.rounds):
