@@ -1,8 +1,9 @@
 """Is the GIL what limits thread workers? Two one-thread processes (no shared GIL) against one
-process with two thread workers, same sentences, beam 5, alternated rounds (issue #13).
+process with two thread workers, same sentences, beam 5 (or ``--beam N``; greedy ``--beam 1``,
+which one process decodes on its two threads), alternated rounds (issue #13).
 
     MINITRANS_DATA=../shared/data python bench/benchmark_processes.py \\
-        --checkpoint runs/multi30k-small/avg-top3.ckpt [--rounds 3]
+        --checkpoint runs/multi30k-small/avg-top3.ckpt [--rounds 3] [--beam 5]
 
 The test set is split into two halves of alternate lines (the same mix of lengths); each half is
 decoded by its own ``minitrans evaluate --workers 1`` process with one thread, both at once. Its
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--beam", type=int, default=5, help="beam size (1 = greedy)")
     args = parser.parse_args()
     from minitrans import languages
     from minitrans.engines import load_metadata
@@ -58,15 +60,15 @@ def main() -> None:
             src, ref = workdir / f"src{h}.en", workdir / f"ref{h}.fr"
             src.write_text("".join(s + "\n" for s in sources[h::2]), encoding="utf-8")
             ref.write_text("".join(r[0] + "\n" for r in refs[h::2]), encoding="utf-8")
-            halves.append(["--src", str(src), "--ref", str(ref), "--workers", "1"])
-        print(f"{len(sources)} sentences of multi30k {args.split}, beam 5, sentences/s")
-        print("| round | two processes × 1 thread (halves at once) | one process, two thread workers |")
+            halves.append(["--src", str(src), "--ref", str(ref), "--workers", "1", "--beam", str(args.beam)])
+        print(f"{len(sources)} sentences of multi30k {args.split}, beam {args.beam}, sentences/s")
+        print("| round | two processes × 1 thread (halves at once) | one process, two threads (beam search: two thread workers) |")
         print("|---|---:|---:|")
         for round_ in range(1, args.rounds + 1):
             running = [evaluate(args.checkpoint, half, 1, workdir) for half in halves]
             seconds = max(len(sources[h::2]) / rate(p) for h, p in enumerate(running))
             threads = rate(evaluate(args.checkpoint, ["--dataset", "multi30k", "--split", args.split,
-                                                      "--workers", "2"], 2, workdir))
+                                                      "--workers", "2", "--beam", str(args.beam)], 2, workdir))
             print(f"| {round_} | {len(sources) / seconds:.1f} | {threads:.1f} |", flush=True)
 
 
