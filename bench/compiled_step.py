@@ -50,6 +50,8 @@ def main() -> None:
                         help="one compilation for every shape (rows, cache capacity, source length), "
                              "made before the first batch; default: one per batch shape")
     args = parser.parse_args()
+    if args.whole and not args.aot:
+        parser.error("--whole decodes with the ahead-of-time step: give --aot DIR too")
     from minitrans.runtime import tune_allocator
 
     tune_allocator(force=True)
