@@ -286,7 +286,6 @@ def ahead_of_time(step, example: tuple, folder: str):
     compiled by AOTInductor into ``folder/step.pt2``; returns the loaded callable and the
     seconds the build and the load took."""
     import os
-    import time
 
     import torch
     from torch.export import Dim
