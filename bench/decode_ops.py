@@ -12,7 +12,11 @@ shapes a batch of the `quickstart` model (4 heads of 64) or `multi30k-small` (4 
 * the source mask of cross-attention as a boolean mask (inverted, then ``masked_fill_``) against
   an additive one made once per batch (one ``add_``);
 * a bf16 product laid out for oneDNN at 2, 25 and 428 rows (what a call costs however few its
-  rows), and its first call at a row count it has not seen (oneDNN makes a primitive per shape);
+  rows; beside it a float32 ``F.linear``, the BLAS's product), and its first call at a row count it has not seen (oneDNN makes a primitive per shape);
+* attention over 2 to 20 keys, against the same keys zero-padded (and masked) to 13: ATen
+  multiplies a batch of matrices with its own scalar loop when one product is under 400
+  multiply-adds (one query row against up to 12 keys of 32 here), and with the BLAS above; and
+  the heads of one row as one block-diagonal product instead of the product's batch;
 * ``torch.softmax`` over rows shorter and longer than one AVX-512 vector (16 floats);
 * the log-softmax over the vocabulary: reading bf16 logits itself against a float32 copy first;
 * greedy's pick: a log-softmax then the top one, against a max and a log-sum-exp (what
@@ -64,6 +68,51 @@ def attention(repeats: int) -> None:
               f"strided view {timed(lambda: torch.matmul(query, view.transpose(-2, -1)), repeats):6.0f}")
 
 
+def few_keys(repeats: int) -> None:
+    from minitrans.attention import inference_attention
+
+    print("inference_attention (bf16 queries, float32 keys, heads of 32) over n keys, and over the same keys "
+          "zero-padded to 13 and masked: ATen's batched product loops by itself under 400 multiply-adds a matrix")
+    for rows, heads, queries in ((428, 4, 1), (100, 4, 1)):
+        cells = []
+        for keys in (2, 6, 10, 12, 13, 14, 20):
+            q = torch.randn(rows, heads, queries, 32).bfloat16()
+            k, v = (torch.randn(rows, heads, keys, 32) for _ in range(2))
+            mask = torch.ones(rows, 1, 1, keys, dtype=torch.bool)
+            padded = max(keys, 13)
+            kp, vp = (torch.zeros(rows, heads, padded, 32) for _ in range(2))
+            kp[:, :, :keys], vp[:, :, :keys] = k, v
+            mp = torch.zeros(rows, 1, 1, padded, dtype=torch.bool)
+            mp[..., :keys] = True
+            assert torch.allclose(inference_attention(q, k, v, mask), inference_attention(q, kp, vp, mp), atol=1e-5)
+            plain = timed(lambda: inference_attention(q, k, v, mask), repeats)
+            cells.append(f"{keys}: {plain:4.0f} / {timed(lambda: inference_attention(q, kp, vp, mp), repeats):4.0f}")
+        print(f"  {rows}x{heads}x{queries}, keys: plain / padded  " + ",  ".join(cells))
+    print("one query row's attention at 428 rows, 4 heads of 32, float32: heads as the product's batch (the "
+          "engine) against heads as one block-diagonal product per row (R products of (4, 128) by (128, L): "
+          "4x the multiply-adds, never under 400 a matrix)")
+    eye = torch.eye(4).view(1, 4, 4, 1)
+    cells = []
+    for keys in (6, 12, 14, 25):
+        q, k, v = torch.randn(428, 1, 128), torch.randn(428, keys, 128), torch.randn(428, keys, 128)
+        qh = q.view(428, 1, 4, 32).transpose(1, 2)  # (R, H, 1, Dh)
+        kh, vh = (x.view(428, keys, 4, 32).transpose(1, 2).contiguous() for x in (k, v))  # (R, H, L, Dh)
+
+        def by_heads() -> torch.Tensor:
+            weights = torch.softmax(torch.matmul(qh, kh.transpose(-2, -1)).mul_(32 ** -0.5), -1)
+            return torch.matmul(weights, vh).transpose(1, 2).reshape(428, 1, 128)
+
+        def block_diagonal() -> torch.Tensor:
+            blocks = (q.view(428, 1, 4, 32) * eye).view(428, 4, 128)  # row h holds head h's query only
+            weights = torch.softmax(torch.bmm(blocks, k.transpose(1, 2)).mul_(32 ** -0.5), -1)  # (R, H, L)
+            out = torch.bmm(weights, v).view(428, 4, 4, 32)  # (R, H, H, Dh): head h's values in block h
+            return out.diagonal(dim1=1, dim2=2).transpose(1, 2).reshape(428, 1, 128)
+
+        assert torch.allclose(by_heads(), block_diagonal(), atol=1e-4)
+        cells.append(f"{keys}: {timed(by_heads, repeats):4.0f} / {timed(block_diagonal, repeats):4.0f}")
+    print("  keys: by heads / block-diagonal  " + ",  ".join(cells))
+
+
 def masks(repeats: int) -> None:
     from minitrans.attention import inference_attention
 
@@ -100,7 +149,9 @@ def products(repeats: int) -> None:
         calls = []
         for rows in (2, 25, 428):
             x = torch.randn(rows, 1, 128).bfloat16()
-            calls.append(f"{rows} rows {timed(lambda: torch.ops.mkldnn._linear_pointwise(x, weight, None, 'none', [], ''), repeats):5.0f}")
+            plain, single = torch.randn(out, 128), x.float()
+            calls.append(f"{rows} rows {timed(lambda: torch.ops.mkldnn._linear_pointwise(x, weight, None, 'none', [], ''), repeats):5.0f}"
+                         f" (float32 F.linear {timed(lambda: F.linear(single, plain), repeats):5.0f})")
         first, second = [], []
         for rows in range(300, 320):
             x = torch.randn(rows, 1, 128).bfloat16()
@@ -166,6 +217,7 @@ def main() -> None:
     print(f"{args.threads} thread(s), median µs of {args.repeats} calls")
     with torch.inference_mode():
         attention(args.repeats)
+        few_keys(args.repeats)
         masks(args.repeats)
         products(args.repeats)
         softmax(args.repeats)
