@@ -12,7 +12,8 @@ shapes a batch of the `quickstart` model (4 heads of 64) or `multi30k-small` (4 
 * the source mask of cross-attention as a boolean mask (inverted, then ``masked_fill_``) against
   an additive one made once per batch (one ``add_``);
 * a bf16 product laid out for oneDNN at 2, 25 and 428 rows (what a call costs however few its
-  rows; beside it a float32 ``F.linear``, the BLAS's product), and its first call at a row count it has not seen (oneDNN makes a primitive per shape);
+  rows; beside it a float32 ``F.linear``, the BLAS's product), and its first call at a row count
+  it has not seen (oneDNN makes a primitive per shape);
 * attention over 2 to 20 keys, against the same keys zero-padded (and masked) to 13: ATen
   multiplies a batch of matrices with its own scalar loop when one product is under 400
   multiply-adds (one query row against up to 12 keys of 32 here), and with the BLAS above; and
