@@ -68,9 +68,10 @@ def main() -> None:
     Transformer.decode = clocked("decode", Transformer.decode)
     search._Stepper.log_probs = clocked("log_probs", search._Stepper.log_probs)
     print(f"{args.checkpoint}: precision {translator.engine.precision.name}, median of {args.repeats}")
-    batches = ((f"{args.few} longest sources", pieces[-args.few:]), (f"{args.many} shortest sources", pieces[:args.many]))
-    for name, chosen in batches:
-        batch = pad([p + [EOS_ID] for p in chosen])
+    batches = [(name, chosen, pad([p + [EOS_ID] for p in chosen]))  # (name, piece ids, padded with eos)
+               for name, chosen in ((f"{args.few} longest sources", pieces[-args.few:]),
+                                    (f"{args.many} shortest sources", pieces[:args.many]))]
+    for name, chosen, batch in batches:
         for threads in (int(t) for t in args.threads.split(",")):
             torch.set_num_threads(threads)
             runs = []
@@ -97,7 +98,7 @@ def main() -> None:
 
 def ctranslate2_steps(args, batches, model, tokenizer) -> None:
     """The engine's greedy steps against CTranslate2 fp32's on the same ``batches`` (name, piece
-    ids without eos): the engine on 1 and 2 threads, CTranslate2 as one worker of one thread
+    ids without eos, the padded eos-terminated batch): the engine on 1 and 2 threads, CTranslate2 as one worker of one thread
     (its better layout is two such workers), alternated ``--repeats`` times after a warm-up,
     medians. CTranslate2 decodes each batch in one ``translate_batch`` call, under the length limit
     of the batch's longest source (the engine's limit per sentence; greedy rows stop at eos)."""
@@ -107,7 +108,6 @@ def ctranslate2_steps(args, batches, model, tokenizer) -> None:
     import torch
 
     from minitrans import search
-    from minitrans.batching import pad
     from minitrans.ctranslate2_engine import _adds_source_eos
     from minitrans.ctranslate2_export import export_ctranslate2
     from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID
@@ -120,8 +120,7 @@ def ctranslate2_steps(args, batches, model, tokenizer) -> None:
                                             inter_threads=1, intra_threads=1)
         eos = [] if _adds_source_eos(folder) else [pieces[EOS_ID]]
         print("side by side (greedy, warm, alternated), ms a step:")
-        for name, chosen in batches:
-            batch = pad([p + [EOS_ID] for p in chosen])
+        for name, chosen, batch in batches:
             words = [[pieces[t] for t in p] + eos for p in chosen]
             longest = torch.tensor([batch.size(1)])
             max_length = int(search.length_limits(longest, search.DEFAULT_MAX_LEN_A, search.DEFAULT_MAX_LEN_B,
