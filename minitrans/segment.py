@@ -124,12 +124,19 @@ def _sentence_spans(line: str, lang: str) -> list[tuple[int, int]]:
     return spans
 
 
+@lru_cache(maxsize=8192)
+def _spans_of(line: str, lang: str) -> tuple[tuple[int, int], ...]:
+    """:func:`_sentence_spans`, kept for lines met again (a document's runs are split again
+    when their markup must stay in place; pysbd is slow)."""
+    return tuple(_sentence_spans(line, lang))
+
+
 def split(text: str, lang: str = "en") -> Segmented:
     """The sentences of ``text`` and the text around them; see :class:`Segmented`."""
     sentences, gaps, gap_start, offset = [], [], 0, 0
     for part in _LINE_BREAK.split(text):
         if part and not _LINE_BREAK.fullmatch(part):
-            for start, end in _sentence_spans(part, lang):
+            for start, end in _spans_of(part, lang):
                 gaps.append(text[gap_start:offset + start])
                 sentences.append(text[offset + start:offset + end])
                 gap_start = offset + end

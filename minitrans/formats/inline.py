@@ -29,10 +29,14 @@ def text_of(items: Items) -> str:
 
 
 def put_back(items: Items, seg: segment.Segmented, translations: list[str],
-             escape: Callable[[str], str] = lambda t: t, closing: Callable[[str], bool] | None = None) -> str:
+             escape: Callable[[str], str] = lambda t: t, closing: Callable[[str], bool] | None = None,
+             source: Callable[[int, int], str | None] | None = None) -> str:
     """The items with ``seg`` (the split of :func:`text_of`) translated, the markup in place.
     ``escape`` is applied to text written out; ``closing(markup)`` says whether a piece ends a
-    span (default: it starts with ``</``)."""
+    span (default: it starts with ``</``). ``source(start, end)``, when given, spells
+    ``text_of(items)[start:end]`` as the document had it (HTML's ``&eacute;``); text that comes
+    out as it went in (the gaps, a sentence whose translation is itself) is written that way,
+    unless ``source`` says None."""
     is_closing = closing or (lambda raw: raw.startswith("</"))
     sentences = []  # (start, end) in the block's text, start in the output, translation
     text_at = out_at = 0
@@ -41,20 +45,49 @@ def put_back(items: Items, seg: segment.Segmented, translations: list[str],
         sentences.append((text_at, text_at + len(sentence), out_at, trans, trans == sentence))
         text_at, out_at = text_at + len(sentence), out_at + len(trans)
     output_text = seg.join(translations)
+    copied = []  # (start in the output, end, start in the text): stretches written as they came in
+    for gap, (start, end, out_start, trans, unchanged) in zip(seg.gaps, sentences):
+        copied.append((out_start - len(gap), out_start, start - len(gap)))
+        if unchanged:
+            copied.append((out_start, out_start + len(trans), start))
+    last_gap = seg.gaps[-1]
+    copied.append((len(output_text) - len(last_gap), len(output_text), len(text_of(items)) - len(last_gap)))
 
-    def output_position(pos: int, ends_span: bool) -> int:
+    def write(a: int, b: int) -> str:
+        """``output_text[a:b]`` as written out: escaped, or as the source spelled it."""
+        if source is None:
+            return escape(output_text[a:b])
+        pieces, at = [], a
+        for out_lo, out_hi, text_lo in copied:
+            lo, hi = max(out_lo, a), min(out_hi, b)
+            if lo >= hi:
+                continue
+            kept = source(text_lo + lo - out_lo, text_lo + hi - out_lo)
+            if kept is None:
+                continue  # written escaped below, with the text around it
+            if at < lo:
+                pieces.append(escape(output_text[at:lo]))
+            pieces.append(kept)
+            at = hi
+        if at < b:
+            pieces.append(escape(output_text[at:b]))
+        return "".join(pieces)
+
+    def output_position(pos: int, ends_span: bool) -> tuple[int, bool]:
+        """Where markup at ``pos`` of the text goes in the output, and whether exactly (in a
+        gap, or in a sentence that came back as it was)."""
         before_in = before_out = 0  # where the gap before the next sentence starts
         for start, end, out_start, trans, unchanged in sentences:
             if pos < start:
-                return before_out + pos - before_in
+                return before_out + pos - before_in, True
             if pos <= end:
                 if unchanged:  # a sentence that came back as it was keeps its markup exactly
-                    return out_start + pos - start
+                    return out_start + pos - start, True
                 if pos == start or pos == end:
-                    return out_start + (len(trans) if pos == end else 0)
-                return out_start + snap(trans, (pos - start) / (end - start), ends_span)
+                    return out_start + (len(trans) if pos == end else 0), False
+                return out_start + snap(trans, (pos - start) / (end - start), ends_span), False
             before_in, before_out = end, out_start + len(trans)
-        return before_out + pos - before_in
+        return before_out + pos - before_in, True
 
     result, last, position = [], 0, 0
     opened_at, words_since = None, False  # where the last opening piece went; text after it in the source?
@@ -64,14 +97,21 @@ def put_back(items: Items, seg: segment.Segmented, translations: list[str],
             words_since = words_since or bool(value.strip())
             continue
         ends_span = kind == "close" or (kind == "tag" and is_closing(value))
-        where = max(output_position(position, ends_span), last)  # markup keeps its order
+        where, exact = output_position(position, ends_span)
+        where = max(where, last)  # markup keeps its order
+        if not exact and ends_span:  # a closing piece follows a word, not a space ...
+            while where > last and output_text[where - 1].isspace():
+                where -= 1
+        elif not exact:  # ... and an opening one comes before a word
+            while where < len(output_text) and output_text[where].isspace():
+                where += 1
         if ends_span and where == opened_at and words_since:  # a span that held words is not emptied
             following = _WORD.search(output_text, where)
             where = following.end() if following else len(output_text)
         opened_at, words_since = (None, words_since) if ends_span else (where, False)
-        result += [escape(output_text[last:where]), value]
+        result += [write(last, where), value]
         last = where
-    result.append(escape(output_text[last:]))
+    result.append(write(last, len(output_text)))
     return "".join(result)
 
 
@@ -79,11 +119,11 @@ def snap(text: str, share: float, closing: bool) -> int:
     """The word boundary of ``text`` nearest to ``share`` of its length: the end of a word
     (before its trailing punctuation) for a closing piece, the start of one for an opening one."""
     target = share * len(text)
-    if closing:  # after a word, or after it and its punctuation
-        candidates = [m.end() for m in re.finditer(r"\w+", text)] + [m.start() for m in re.finditer(r"\s", text)]
+    if closing:  # after a word, or after it and its punctuation: never after a space
+        candidates = [m.end() for m in re.finditer(r"\w+", text)] + [m.start() for m in re.finditer(r"(?<=\S)\s", text)]
         candidates.append(len(text))
-    else:  # before a word, or before its opening punctuation
-        candidates = [m.start() for m in re.finditer(r"(?<!\w)\w", text)] + [m.end() for m in re.finditer(r"\s", text)]
+    else:  # before a word, or before its opening punctuation: never before a space
+        candidates = [m.start() for m in re.finditer(r"(?<!\w)\w", text)] + [m.end() for m in re.finditer(r"\s(?=\S)", text)]
         candidates.append(0)
     return min(candidates, key=lambda c: abs(c - target))
 
