@@ -8,9 +8,11 @@ against a live server) can rely on:
   ``"beam": "2"`` are 422, not silently converted);
 * text must be valid Unicode (a lone surrogate such as ``"\\ud800"`` is valid JSON but no
   text: 422 naming the item, before it can reach a decoding batch shared with others);
-* the limits that answer 413 (``max_sentences``, ``max_chars``) are in the schema as
-  ``maxItems`` / ``maxLength``, and "n-best at most beam" as an ``anyOf`` over the beam sizes,
-  so schema-valid requests are exactly those the server accepts;
+* the bounds on texts are in the schema: at most ``max_sentences`` texts (``maxItems``: a text
+  counts as one sentence at least), each of at most ``max_sentences × max_chars`` characters
+  (``maxLength``), and "n-best at most beam" as an ``anyOf`` over the beam sizes; the limits
+  named in sentences are counted after splitting (:mod:`minitrans.server_limits`), which no
+  JSON Schema can state, and answer 413 naming what was counted;
 * every answer is declared: 200 with its schema, and 400/413/422/503/504 with theirs.
 """
 
@@ -46,10 +48,10 @@ def request_model(settings: ServerSettings, directions: tuple[tuple[str, str], .
     def q_schema(schema: dict[str, Any]) -> None:
         for option in schema.get("anyOf", []):
             if option.get("type") == "string":
-                option["maxLength"] = settings.max_chars
+                option["maxLength"] = settings.max_request_chars
             elif option.get("type") == "array":
                 option["maxItems"] = min(settings.max_sentences, settings.max_queue)
-                option["items"]["maxLength"] = settings.max_chars
+                option["items"]["maxLength"] = settings.max_request_chars
 
     def body_schema(schema: dict[str, Any]) -> None:
         # n-best at most beam, in JSON Schema's terms: one branch per beam size; and a source
@@ -73,8 +75,9 @@ def request_model(settings: ServerSettings, directions: tuple[tuple[str, str], .
 
         q: StrictStr | list[StrictStr] = Field(
             description=f"a text, or a list of texts (one result each, in order), each translated sentence by "
-                        f"sentence with its spacing and line breaks kept; at most {settings.max_sentences} texts "
-                        f"of {settings.max_chars} characters (else 413)",
+                        f"sentence with its spacing and line breaks kept; at most {settings.max_sentences} "
+                        f"sentences in all, counted after splitting (a text counts as one at least), of at most "
+                        f"{settings.max_chars} characters each (else 413, naming what was counted)",
             json_schema_extra=q_schema)
         beam: WholeNumber = Field(settings.beam, ge=1, le=MAX_BEAM, description="beam size (1 = greedy)")
         alpha: float = Field(settings.alpha, ge=0.0, le=MAX_ALPHA, allow_inf_nan=False, strict=True,
@@ -179,7 +182,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _error("the body could not be parsed (not JSON, or not of the declared content type)"),
     401: _error("no X-API-Key header, on a server started with --api-keys"),
     403: _error("a wrong X-API-Key, on a server started with --api-keys"),
-    413: _error("over a limit: max_sentences, max_chars, max_queue or max_attention_values (named in detail)"),
+    408: _error("the request body did not arrive within the server's read timeout"),
+    413: _error("over a limit: max_sentences, max_chars, max_queue or max_attention_values, or a body over the "
+               "size the server reads (named in detail)"),
     503: _error("the queue is full (max_queue); retry after the Retry-After header's seconds"),
     504: _error("no answer within the server's timeout_s"),
 }

@@ -9,9 +9,14 @@ shape. Decoding goes through the server's batching worker (its limits, batching,
 and shutdown apply), texts are split into sentences and put back like ``/v1``'s, and
 ``format=html`` keeps the markup (:mod:`minitrans.formats.html`). Unlike LibreTranslate, the
 output is not rewritten: no final punctuation copied from the source, no lower-casing, no HTML
-unescaping in text mode. ``api_key`` is accepted and ignored unless keys are configured
-(``minitrans serve --api-keys FILE``): then a request without one is 400 and a wrong one 403, as
-LibreTranslate answers.
+unescaping in text mode. Limits count sentences after splitting, as on ``/v1``
+(:mod:`minitrans.server_limits`): a page's sentences and attribute texts count; over a limit
+counted in sentences is 413, as on ``/v1`` (LibreTranslate's own character limit stays 400),
+and one deadline (``--timeout``) covers the whole
+request, however many texts it holds. ``api_key`` is accepted and ignored unless keys are
+configured (``minitrans serve --api-keys FILE``): then the server's guard
+(:mod:`minitrans.server_guard`) answers a request without one 400 and a wrong one 403, as
+LibreTranslate does, before the route reads it.
 Language detection (``source=auto``, ``/detect``) is ``py3langid`` restricted to the languages
 the server knows.
 """
@@ -23,11 +28,17 @@ import json
 from functools import lru_cache
 from typing import Any, Awaitable, Callable
 
+from minitrans.errors import MinitransError
 from minitrans.languages import name
+from minitrans.server_limits import LimitExceeded, check_pieces, count
+from minitrans.server_settings import ServerSettings
 
-#: decode(texts, beam, nbest, request, (source, target)) -> one Translation per text, through
-#: the worker of that direction.
-Decode = Callable[[list[str], int, int, Any, tuple[str, str]], Awaitable[list]]
+#: decode(texts, beam, nbest, request, (source, target), weight, deadline) -> one Translation per
+#: text, through the worker of that direction; ``weight`` is the sentences counted, ``deadline``
+#: the loop time by which the whole request must be answered.
+Decode = Callable[[list[str], int, int, Any, tuple[str, str], int, float], Awaitable[list]]
+#: The routes whose clients send ``api_key`` as a parameter (the guard reads it there).
+KEY_IN_BODY = frozenset({"/translate", "/detect"})
 
 
 class LibreTranslateError(Exception):
@@ -120,22 +131,25 @@ async def parameters(request) -> dict[str, Any]:
     return params
 
 
-def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_texts: int, default_beam: int,
-               decode: Decode, key_problem: Callable[[object], tuple[int, str] | None] = lambda key: None) -> None:
+def add_routes(app, directions: list[tuple[str, str]], settings: ServerSettings, decode: Decode) -> None:
     """Register the LibreTranslate routes on ``app`` for the served ``directions``
-    (``(source, target)`` pairs, one model each). ``key_problem(api_key)`` says whether a
-    request's key lets it in (:meth:`ServerSettings.key_problem`)."""
+    (``(source, target)`` pairs, one model each), with ``settings``' limits and beam."""
     from fastapi import Request
     from fastapi.responses import JSONResponse
 
-    from minitrans.formats import html as html_format
+    from minitrans.formats import translate_document
 
+    char_limit, max_texts, default_beam = settings.max_request_chars, settings.max_sentences, settings.beam
     known = tuple(sorted({lang for pair in directions for lang in pair}))
     sources = sorted({s for s, _ in directions})
     targets = sorted({t for _, t in directions})
     served = ", ".join(f"{s} to {t}" for s, t in directions)
-    errors = {400: {"description": "bad input, or no API key when keys are configured: {\"error\": \"...\"}"},
+    errors = {400: {"description": "bad input, over the character limit, or no API key when keys are configured: "
+                                   "{\"error\": \"...\"}"},
               403: {"description": "a wrong API key (when keys are configured)"},
+              408: {"description": "the request body did not arrive in time"},
+              413: {"description": "over a limit counted in sentences (max_sentences, max_chars per sentence, "
+                                   "max_queue), or a body over its size limit"},
               503: {"description": "the queue is full; retry after Retry-After seconds"},
               504: {"description": "no answer within the server's timeout"}}
 
@@ -150,9 +164,6 @@ def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_text
         return run
 
     def texts_of(params: dict[str, Any]) -> tuple[list[str], bool]:
-        problem = key_problem(params.get("api_key"))
-        if problem is not None:
-            raise LibreTranslateError(*problem)
         q = params.get("q")
         if q is None or q == "":
             raise LibreTranslateError(400, "Invalid request: missing q parameter")
@@ -161,14 +172,20 @@ def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_text
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise LibreTranslateError(400, "Invalid request: q must be a string or a list of strings")
         if len(texts) > max_texts:
-            raise LibreTranslateError(400, f"Invalid request: {len(texts)} texts; the limit is {max_texts}")
+            raise LibreTranslateError(400, f"Invalid request: {len(texts)} texts; the limit is {max_texts} "
+                                           "(max_sentences)")
+        total = sum(len(text) for text in texts)
+        if total > char_limit:
+            raise LibreTranslateError(400, f"Invalid request: request ({total}) exceeds text limit ({char_limit})")
         for text in texts:
-            if len(text) > char_limit:
-                raise LibreTranslateError(400, f"Invalid request: request ({len(text)}) exceeds text limit "
-                                               f"({char_limit})")
             if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
                 raise LibreTranslateError(400, "Invalid request: q holds an unpaired surrogate (invalid Unicode)")
         return texts, single
+
+    def limit_error(err: LimitExceeded) -> LibreTranslateError:
+        # Over a limit no JSON Schema can state (sentences after splitting): the request as it is
+        # can never be answered, so 413 as on /v1 (LibreTranslate's own character limit stays 400).
+        return LibreTranslateError(413, f"Invalid request: {err}")
 
     @app.post("/translate", responses=errors, tags=["LibreTranslate"],
               openapi_extra={"requestBody": request_body(sources, targets, char_limit, max_texts)})
@@ -206,17 +223,19 @@ def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_text
         pair = (src, tgt)
         nbest = alternatives + 1
         beam = max(default_beam, nbest)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settings.timeout_s  # one for the whole request
         if fmt == "html":
-            loop = asyncio.get_running_loop()
-
-            def translate_texts(pieces: list[str]) -> list[str]:  # called from the worker thread below
-                results = asyncio.run_coroutine_threadsafe(decode(pieces, beam, 1, request, pair), loop).result()
-                return [r.text for r in results]
-
-            out = [await asyncio.to_thread(html_format.translate, text, translate_texts, src) for text in texts]
+            counted = [0]  # the request's pages count together
+            out = await asyncio.gather(*(translate_page(text, beam, request, pair, deadline, counted)
+                                         for text in texts))
             alts: list[list[str]] = [[] for _ in texts]
         else:
-            results = await decode(texts, beam, nbest, request, pair)
+            try:
+                weight = count(texts, settings, src)
+            except LimitExceeded as err:
+                raise limit_error(err) from None
+            results = await decode(texts, beam, nbest, request, pair, weight, deadline)
             out = [r.text for r in results]
             alts = [[text for text, _ in r.nbest[1:nbest]] for r in results]
         body: dict[str, Any] = {"translatedText": out[0] if single else out}
@@ -225,6 +244,26 @@ def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_text
         if detected is not None:
             body["detectedLanguage"] = detected[0] if single else detected
         return body
+
+    async def translate_page(page: str, beam: int, request, pair: tuple[str, str], deadline: float,
+                             counted: list[int]) -> str:
+        """One ``format=html`` text: its sentences and attribute texts counted against the
+        limits (``counted``: the request's so far), translated in one job, the markup kept; a
+        page that cannot be read is 400."""
+        loop = asyncio.get_running_loop()
+
+        def translate_texts(pieces: list[str]) -> list[str]:  # called from the thread below
+            try:
+                counted[0] = check_pieces(pieces, settings, counted[0])
+            except LimitExceeded as err:
+                raise limit_error(err) from None
+            job = decode(pieces, beam, 1, request, pair, len(pieces), deadline)
+            return [r.text for r in asyncio.run_coroutine_threadsafe(job, loop).result()]
+
+        try:
+            return await asyncio.to_thread(translate_document, "html", page, translate_texts, pair[0])
+        except MinitransError as err:  # a page the HTML reader refuses, in one line
+            raise LibreTranslateError(400, f"Invalid request: {' '.join(str(err).split())}") from None
 
     @app.get("/languages", tags=["LibreTranslate"])
     @answer
@@ -248,7 +287,7 @@ def add_routes(app, directions: list[tuple[str, str]], char_limit: int, max_text
     async def frontend_settings(request: Request):
         """What LibreTranslate's front ends read before they show their page (the default direction)."""
         source, target = directions[0]
-        keys = key_problem(None) is not None
+        keys = bool(settings.api_keys)
         return {"charLimit": char_limit, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": keys,
                 "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
                 "language": {"source": {"code": source, "name": name(source)},

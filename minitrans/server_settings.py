@@ -15,8 +15,10 @@ class ServerSettings:
     """Limits and batching of a server (each a ``minitrans serve`` flag).
 
     Args:
-        max_sentences: Sentences per request.
-        max_chars: Characters per sentence.
+        max_sentences: Sentences per request, counted after splitting (a text counts as its
+            sentences, at least one; :mod:`minitrans.server_limits`).
+        max_chars: Characters per sentence (a request holds at most ``max_sentences ×
+            max_chars`` characters in all).
         max_queue: Sentences waiting or decoding at once; beyond it requests get 503.
         batching: Gather concurrent requests into one decoding batch.
         batch_wait_ms: How long the worker waits for more requests before decoding.
@@ -29,10 +31,17 @@ class ServerSettings:
             limit allows (~8 bytes of JSON each: the default is ~30 MB); beyond it 413.
         cors_origins: Origins whose browser pages may call the API (CORS; none by default,
             ``*`` for any).
-        api_keys: When not empty, every translation and detection request must carry one of
-            these keys (``api_key`` on LibreTranslate's routes, the ``X-API-Key`` header on
-            ``/v1``): none is 400, a wrong one 403. Empty (the default): no keys, ``api_key``
-            accepted and ignored.
+        api_keys: When not empty, every request but those of :data:`PUBLIC_PATHS` must carry
+            one of these keys (the ``X-API-Key`` header anywhere; ``api_key`` on LibreTranslate's
+            routes too): none is 401 (400 on LibreTranslate's routes), a wrong one 403. Empty
+            (the default): no keys, ``api_key`` accepted and ignored. Keys are printable ASCII,
+            which every HTTP header can carry.
+        read_timeout_s: Seconds a client may take to send a request's headers, and again its
+            body; slower clients are disconnected (408 for a body), so that half-sent requests
+            cannot hold the server's connections.
+        max_connections: Open connections at most (and never more than the process may open
+            files, less a reserve); past it, the oldest connection still sending its headers is
+            closed to make room.
 
     Each field is checked here (a :class:`UsageError` naming its flag), so the command line
     and the Python API share one set of rules and one set of defaults.
@@ -50,24 +59,45 @@ class ServerSettings:
     max_attention_values: int = 4_000_000
     cors_origins: tuple[str, ...] = ()
     api_keys: tuple[str, ...] = ()
+    read_timeout_s: float = 10.0
+    max_connections: int = 1000
 
     def __post_init__(self) -> None:
         if any(not isinstance(k, str) or not k.strip() or k != k.strip() for k in self.api_keys):
             raise UsageError("--api-keys: every key must be a non-empty string without surrounding spaces.")
-        for name in ("max_sentences", "max_chars", "max_queue", "batch_sentences", "max_attention_values"):
+        for n, key in enumerate(self.api_keys, 1):
+            problem = key_problem_of(key)
+            if problem:
+                raise UsageError(f"--api-keys: key {n} {problem}")
+        for name in ("max_sentences", "max_chars", "max_queue", "batch_sentences", "max_attention_values",
+                     "max_connections"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be a whole number of at least 1, got {value!r}.")
-        for name, flag in (("timeout_s", "--timeout"), ("batch_wait_ms", "--batch-wait-ms")):
+        for name, flag in (("timeout_s", "--timeout"), ("batch_wait_ms", "--batch-wait-ms"),
+                           ("read_timeout_s", "--read-timeout")):
             value = getattr(self, name)
+            positive = name != "batch_wait_ms"
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0 or (name == "timeout_s" and value == 0):
-                raise UsageError(f"{flag} must be a finite number {'above' if name == 'timeout_s' else 'of at least'} "
+                    or value < 0 or (positive and value == 0):
+                raise UsageError(f"{flag} must be a finite number {'above' if positive else 'of at least'} "
                                  f"0, got {value!r}.")
         if not isinstance(self.beam, int) or not 1 <= self.beam <= MAX_BEAM:
             raise UsageError(f"--beam must lie in 1..{MAX_BEAM} for a server (the API's own limit), got {self.beam!r}.")
         if not isinstance(self.alpha, (int, float)) or not (0.0 <= self.alpha <= MAX_ALPHA):
             raise UsageError(f"--alpha must lie in 0..{MAX_ALPHA:g} for a server, got {self.alpha!r}.")
+
+    @property
+    def max_request_chars(self) -> int:
+        """Characters one request may hold in all: its sentences at their longest."""
+        return self.max_sentences * self.max_chars
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest request body read: :attr:`max_request_chars` as JSON at its most
+        escaped (12 bytes for a character outside the BMP, ``\\ud83d\\ude00``), plus room for
+        the settings. A larger body is refused (413) before it is read."""
+        return 12 * self.max_request_chars + 65_536
 
     @property
     def grace_s(self) -> float:
@@ -90,16 +120,43 @@ class ServerSettings:
         return None
 
 
+#: The routes open without a key when keys are configured: the page and its files, the health
+#: check, what a client reads before it has a key (LibreTranslate's front-end settings and
+#: languages, the served models) and the API's description. Every other route, present or
+#: future, needs one (:mod:`minitrans.server_guard`).
+PUBLIC_PATHS = ("/", "/health", "/openapi.json", "/languages", "/frontend/settings", "/v1/model", "/v1/models")
+PUBLIC_PREFIXES = ("/static/",)
+
+
+def key_problem_of(key: str) -> str | None:
+    """Why ``key`` cannot serve as an API key (an HTTP header could not carry it), or None."""
+    bad = next((c for c in key if not " " <= c <= "~"), None)
+    if bad is not None:
+        return (f"holds {bad!r} (U+{ord(bad):04X}); keys must be printable ASCII, which an X-API-Key header can "
+                "carry. Choose another key.")
+    return None
+
+
 def read_api_keys(path: str) -> tuple[str, ...]:
-    """``--api-keys FILE``: one key per line (blank lines and ``#`` comments skipped)."""
+    """``--api-keys FILE``: one key per line (blank lines and ``#`` comments skipped); a key
+    that no HTTP header can carry is refused, naming its line."""
     from pathlib import Path
+
+    from minitrans.textio import read_lines
 
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"--api-keys {path}: no such file; write one key per line.")
-    keys = tuple(line.strip() for line in file.read_text(encoding="utf-8").splitlines()
-                 if line.strip() and not line.lstrip().startswith("#"))
+    keys = []
+    for number, line in enumerate(read_lines(file, "--api-keys file"), 1):
+        key = line.strip()
+        if not key or key.startswith("#"):
+            continue
+        problem = key_problem_of(key)
+        if problem:
+            raise UsageError(f"--api-keys {path}, line {number}: the key {problem}")
+        keys.append(key)
     if not keys:
         raise UsageError(f"--api-keys {path} holds no key; write one key per line.")
-    return keys
+    return tuple(keys)
 

@@ -168,7 +168,8 @@ def test_4_overrides_on_resume_are_refused_by_name(capsys, tmp_path, prepared):
 fastapi = pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from minitrans.server import BatchingWorker, ServerSettings, create_app  # noqa: E402
+from minitrans.server import ServerSettings, create_app  # noqa: E402
+from minitrans.server_worker import BatchingWorker, DecodeKey  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +197,7 @@ def test_5_a_failed_batch_fails_only_the_request_at_fault(translator):
 
     translator.translate_detailed = fragile
     try:
-        jobs = [worker.submit(q, (1, 1.0, 1, False, True), loop) for q in (["The cat eats."], ["poison"], ["The dog."])]
+        jobs = [worker.submit(q, DecodeKey(1, 1.0), loop) for q in (["The cat eats."], ["poison"], ["The dog."])]
         worker.stop()
     finally:
         del translator.translate_detailed
@@ -283,8 +284,11 @@ def test_7a_a_small_tsv_corpus_names_the_split_sizes(capsys, tmp_path, prepared)
 
 
 # -- 8. disk full --------------------------------------------------------------------------
-@pytest.mark.parametrize("command", ["average", "prepare"])
-def test_8_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_path, trained_checkpoint, prepared, command):
+@pytest.mark.parametrize("command, blocks", [("average", 64), ("prepare", 8), ("prepare", 64), ("prepare", 128)])
+def test_8_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_path, trained_checkpoint, prepared, command, blocks):
+    """``ulimit -f`` (KiB) stops ``prepare`` in each of its phases (the cleaned text, the
+    SentencePiece training, ``datasets``' Arrow files -- the training split's is ~200 KB: issue #42,
+    item 27); each ends in one line."""
     from test_training import write_config
 
     if command == "average":
@@ -295,7 +299,7 @@ def test_8_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_path, trained_chec
         target = tmp_path / "cache"
         args = ["prepare", "--config", str(write_config(tmp_path, prepared)), "--data.cache_dir", str(target)]
     env = {k: v for k, v in os.environ.items() if k != "MINITRANS_DATA"}
-    shell = f"ulimit -f 64; exec {sys.executable} -m minitrans " + " ".join(f"'{a}'" for a in args)
+    shell = f"ulimit -f {blocks}; exec {sys.executable} -m minitrans " + " ".join(f"'{a}'" for a in args)
     result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert result.returncode == 1, result.stderr[-2000:]
     line = one_line_error(result.stderr)
@@ -507,7 +511,10 @@ def test_contract_the_schema_declares_every_answer(translator):
     assert body["additionalProperties"] is False and len(beams["anyOf"]) == 17  # nbest <= beam
     assert pairs["anyOf"] == [{"properties": {"source": {"enum": ["en", None]}, "target": {"enum": ["fr", None]}}}]
     q = {o["type"]: o for o in body["properties"]["q"]["anyOf"]}
-    assert q["array"]["maxItems"] == 8 and q["string"]["maxLength"] == 100
+    # A text may hold many sentences: its length is bounded by the request's characters (8 x 100);
+    # the sentence limits are counted after splitting (tests/test_server_limits.py).
+    assert q["array"]["maxItems"] == 8 and q["string"]["maxLength"] == 800
+    assert q["array"]["items"]["maxLength"] == 800
 
 
 def test_contract_broken_pipe_exits_quietly(tmp_path, trained_checkpoint):

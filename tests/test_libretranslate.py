@@ -91,7 +91,7 @@ def test_lists_alternatives_auto_and_html(client):
     ({"json": {"q": 3, "source": "en", "target": "fr"}}, "q must be"),
     ({"json": {"q": "x", "source": "de", "target": "fr"}}, "de is not supported"),
     ({"json": {"q": "x", "source": "en", "target": "es"}}, "es is not supported"),
-    ({"json": {"q": "x" * 2001, "source": "en", "target": "fr"}}, "exceeds text limit"),
+    ({"json": {"q": ["x. " * 700] * 64, "source": "en", "target": "fr"}}, "exceeds text limit (128000)"),
     ({"json": {"q": "x", "source": "en", "target": "fr", "format": "pdf"}}, "format"),
     ({"json": {"q": "x", "source": "en", "target": "fr", "alternatives": "many"}}, "alternatives"),
     ({"json": {"q": "Le chat mange le pain tous les matins.", "source": "auto", "target": "fr"}}, "was detected"),
@@ -102,9 +102,39 @@ def test_errors_are_libretranslates_shape(client, request_kwargs, says):
         answer.text
 
 
+def test_a_request_over_the_sentence_limit_is_413_in_libretranslates_shape(client):
+    """Sentences are counted after splitting, which no schema can state: 413, as on /v1."""
+    answer = client.post("/translate", json={"q": "The cat eats. " * 65, "source": "en", "target": "fr"})
+    assert answer.status_code == 413 and set(answer.json()) == {"error"}
+    assert "65 sentences after splitting" in answer.json()["error"]
+
+
+@pytest.mark.parametrize("page", ['<p>Go <a href="/x" title="Home">home</a>.</p>', "<![x]>Hello there.", "<![ ",
+                                  "</>Hello.", "<p>Open <!-- never closed <p>Hidden.</p>", "<abbr title=x>UN</abbr>"])
+def test_real_world_html_is_translated_never_500(client, page):
+    """Issue #42, items 11–13: the pages that crashed the translator."""
+    r = client.post("/translate", json={"q": page, "source": "en", "target": "fr", "format": "html"})
+    assert r.status_code == 200, r.text
+    if "<!--" in page:
+        assert r.json()["translatedText"].endswith("<!-- never closed <p>Hidden.</p>")
+
+
+def test_a_page_the_formats_refuse_is_400(translator, monkeypatch):
+    from minitrans import formats
+    from minitrans.errors import DataError
+
+    def refuse(*args, **kwargs):
+        raise DataError("line 3: cannot read this page")
+
+    monkeypatch.setattr(formats, "translate_document", refuse)  # read when the routes are made
+    with TestClient(create_app(translator)) as fresh:
+        r = fresh.post("/translate", json={"q": "<p>x</p>", "source": "en", "target": "fr", "format": "html"})
+    assert r.status_code == 400 and r.json() == {"error": "Invalid request: line 3: cannot read this page"}
+
+
 def test_frontend_settings_and_cors_only_when_asked(translator, client):
     settings = client.get("/frontend/settings").json()
-    assert settings["charLimit"] == 2000 and settings["language"]["target"]["code"] == "fr"
+    assert settings["charLimit"] == 64 * 2000 and settings["language"]["target"]["code"] == "fr"  # a request's
     headers = {"Origin": "http://example.org"}
     assert "access-control-allow-origin" not in client.get("/languages", headers=headers).headers
     with TestClient(create_app(translator, ServerSettings(cors_origins=("http://example.org",)))) as c:

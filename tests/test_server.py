@@ -18,7 +18,8 @@ from minitrans import Translator
 fastapi = pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from minitrans.server import BatchingWorker, ServerSettings, create_app  # noqa: E402
+from minitrans.server import ServerSettings, create_app  # noqa: E402
+from minitrans.server_worker import BatchingWorker, DecodeKey  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -178,7 +179,7 @@ def test_worker_finishes_queued_jobs_on_stop(translator):
 
     loop = asyncio.new_event_loop()
     worker = BatchingWorker(translator, ServerSettings(batch_wait_ms=0))
-    futures = [worker.submit(["The cat eats."], (1, 1.0, 1, False, True), loop).future for _ in range(5)]
+    futures = [worker.submit(["The cat eats."], DecodeKey(1, 1.0), loop).future for _ in range(5)]
     worker.stop()
     loop.run_until_complete(asyncio.sleep(0))  # run the call_soon_threadsafe callbacks
     assert all(f.done() and len(f.result()[0]) == 1 for f in futures)
@@ -281,13 +282,13 @@ def test_serve_flags_are_checked_before_loading(capsys, tmp_path, flags, what):
 
 def test_jobs_with_other_settings_wait_in_arrival_order(translator):
     """Gathering skips jobs whose settings differ; they are decoded next, before newer jobs."""
-    from minitrans.server import _Job
+    from minitrans.server_worker import _Job
 
     worker = BatchingWorker(translator, ServerSettings(batch_wait_ms=0))
     worker.stop()  # the thread is gone: drive the gathering by hand
 
     def job(name, key):
-        return _Job([name], key, None, None)
+        return _Job([name], key, None, None, weight=1)
 
     for name, key in [("a", 1), ("b", 2), ("c", 1)]:
         worker._jobs.put(job(name, key))
