@@ -13,7 +13,7 @@ A minitrans checkpoint is a Lightning checkpoint with one extra entry, ``"minitr
 ``decoding``                      the length limit ``max_len_a``, ``max_len_b``
 ``wall_minutes``                  training minutes so far (resumes included)
 ``validation``                    the latest ``val_*`` scores
-``averaged_from``                 (averages only) the checkpoints averaged
+``averaged_from``                 (averages only) the checkpoints averaged: file name and sha256
 ================================  =========================================================
 
 :func:`write_metadata` builds it, :func:`metadata` / :func:`stored_tokenizer` /
@@ -38,7 +38,7 @@ from minitrans._version import __version__
 from minitrans import languages
 from minitrans.config import ModelConfig
 from minitrans.errors import CheckpointError, UsageError
-from minitrans.textio import atomic_output, same_file, write_failed
+from minitrans.textio import atomic_output, file_sha256, same_file, write_failed
 from minitrans.tokenizer import Tokenizer
 from minitrans.transformer import Transformer
 
@@ -200,6 +200,49 @@ def load_for_inference(path: str | os.PathLike, device: str | torch.device = "cp
     return model.to(device).eval(), tokenizer, meta
 
 
+def published(meta: dict, keys: tuple[str, ...]) -> dict:
+    """The entries ``keys`` of ``meta`` as they may leave this machine (an export's metadata,
+    the server's ``/v1/models``): no path of this machine in them. ``averaged_from`` gives file
+    names and sha256s (older checkpoints recorded paths: their names), and in the ``data``
+    settings a folder that is absolute or climbs out of the project (``..``, ``~``) is dropped
+    (the reader's ``--data-dir`` or ``$MINITRANS_DATA`` says where their corpora are) and such a
+    file becomes its file name."""
+    out = {}
+    for key in keys:
+        if key not in meta:
+            continue
+        value = meta[key]
+        if key == "averaged_from" and isinstance(value, list):
+            value = [{"checkpoint": Path(e.get("checkpoint", "")).name, **({"sha256": e["sha256"]} if "sha256" in e else {})}
+                     if isinstance(e, dict) else {"checkpoint": Path(str(e)).name} for e in value]
+        elif key == "data" and isinstance(value, dict):
+            value = _published_data(value)
+        out[key] = value
+    return out
+
+
+def _published_data(data: dict) -> dict:
+    data = dict(data)
+    for key in ("data_dir", "cache_dir"):
+        if isinstance(data.get(key), str) and _published_path(data[key]) != data[key]:
+            del data[key]  # the defaults (or what the reader gives) replace this machine's folders
+    if isinstance(data.get("tokenizer"), str):
+        data["tokenizer"] = _published_path(data["tokenizer"])
+    if isinstance(data.get("files"), dict):
+        data["files"] = {k: _published_path(v) if isinstance(v, str) else v for k, v in data["files"].items()}
+    if isinstance(data.get("corpora"), list):
+        data["corpora"] = [_published_data(c) if isinstance(c, dict) else c for c in data["corpora"]]
+    return data
+
+
+def _published_path(path: str) -> str:
+    """A relative path inside the project as it is; any other its file name."""
+    pure = Path(path)
+    if pure.is_absolute() or ".." in pure.parts or path.startswith("~"):
+        return pure.name
+    return path
+
+
 def with_metadata(source: str | os.PathLike, output: str | os.PathLike, **entries: Any) -> None:
     """Write ``source`` again as ``output`` (atomically) with ``entries`` added to its
     metadata; ``source`` itself is never replaced (it may be a resumable training checkpoint)."""
@@ -245,7 +288,8 @@ def average_checkpoints(paths: list[str | os.PathLike], output: str | os.PathLik
     n = len(paths)
     averaged = {k: (v / n).to(first["state_dict"][k].dtype) if v.is_floating_point() else v
                 for k, v in total.items()}
-    meta = {**meta, "averaged_from": [str(p) for p in paths]}
+    # Names and content hashes, never this machine's paths: the metadata travels with the model.
+    meta = {**meta, "averaged_from": [{"checkpoint": Path(p).name, "sha256": file_sha256(p)} for p in paths]}
     meta["tokenizer_binding"] = tokenizer_binding(meta["tokenizer_fingerprint"]["sha256"], averaged)
     result = {"state_dict": averaged, META_KEY: meta,
               "hyper_parameters": first.get("hyper_parameters", {}),

@@ -32,7 +32,6 @@ CTranslate2 conventions and how they are mapped:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import defaultdict
@@ -45,6 +44,7 @@ from minitrans.engines import check_stop, check_workers
 from minitrans.precision import Precision
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.search import Hypothesis, length_limits, length_penalty
+from minitrans.textio import file_sha256
 from minitrans.tokenizer import Tokenizer
 from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID
 from minitrans.workers import default_workers
@@ -95,15 +95,6 @@ def read_metadata(path: str | os.PathLike) -> dict:
 
 
 metadata = read_metadata  # the registry's name for it
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a file's bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load(path: str | os.PathLike, device: str = "cpu", bf16: bool = False, int8: bool = False, workers: int = 0,

@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from minitrans._version import __version__
-from minitrans.checkpoint import load_for_inference
+from minitrans.checkpoint import load_for_inference, published
 from minitrans.ctranslate2_engine import EXPORT_FILES, META_FILE, SPM_FILE, file_sha256, import_ctranslate2, is_export
 from minitrans.errors import UsageError
 from minitrans.layers import sinusoidal_table
@@ -151,8 +151,7 @@ def export_ctranslate2(checkpoint: str | os.PathLike, output_dir: str | os.PathL
             "source_checkpoint": Path(checkpoint).name, "source_checkpoint_sha256": file_sha256(checkpoint),
             "quantization": quantization,
             "model_config": model.config.to_dict(), "tokenizer_fingerprint": meta["tokenizer_fingerprint"],
-            **{k: meta[k] for k in ("data", "decoding", "validation", "averaged_from", "confidence")
-               if k in meta}}
+            **published(meta, ("data", "decoding", "validation", "averaged_from", "confidence"))}
     with atomic_folder(output_dir, replace=True) as tmp:  # check_replaceable said it may go
         spec.save(str(tmp))
         tokenizer.save(tmp / SPM_FILE)

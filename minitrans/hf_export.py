@@ -43,13 +43,12 @@ import torch
 
 from minitrans import languages
 from minitrans._version import __version__
-from minitrans.checkpoint import load_for_inference
-from minitrans.ctranslate2_engine import file_sha256
+from minitrans.checkpoint import load_for_inference, published
 from minitrans.ctranslate2_export import MIN_POSITIONS  # generate() may be asked for long outputs too
 from minitrans.errors import UsageError
 from minitrans.layers import sinusoidal_table
 from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
-from minitrans.textio import atomic_folder, check_replaceable_folder
+from minitrans.textio import atomic_folder, check_replaceable_folder, file_sha256
 from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 QUANTIZATIONS = ("float32",)
@@ -199,7 +198,7 @@ def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantiz
             "length_limit": {"max_len_a": meta.get("decoding", {}).get("max_len_a", DEFAULT_MAX_LEN_A),
                              "max_len_b": meta.get("decoding", {}).get("max_len_b", DEFAULT_MAX_LEN_B),
                              "note": "minitrans caps outputs at a*source+b pieces; generate() has max_length only"},
-            **{k: meta[k] for k in ("data", "validation") if k in meta}})
+            **published(meta, ("data", "validation", "averaged_from"))})
     return output_dir
 
 

@@ -7,7 +7,8 @@
   A UTF-8 byte-order mark at the start of a file is dropped. Bytes that are not UTF-8 raise a
   :class:`DataError` naming the file and line.
 * **Outputs** appear whole or not at all: :func:`atomic_output` writes to a temporary file
-  beside the target and renames it over the target only when writing succeeded. That is right
+  beside the target and renames it over the target only when writing succeeded, with the mode
+  (and, where permitted, owner and group) of the file it replaces. That is right
   for regular files only, so the target is looked at first (:func:`output_target`): a symlink
   is followed and its *target* is replaced atomically (the link stays a link); a FIFO or a
   character device (``/dev/null``, ``/dev/stdout``, a named pipe) is written straight into,
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
+import hashlib
 import os
 import shutil
 import stat
@@ -49,6 +51,29 @@ def decode_line(raw: bytes, where: str, number: int) -> str:
     if number == 1 and text.startswith(BOM):
         text = text[1:]
     return text
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def decode_text(data: bytes, where: str) -> str:
+    """A whole file (a document) as text: UTF-8, an error naming its line as
+    :func:`decode_line` does. A byte-order mark is kept (the document formats write it back)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line_start = data.rfind(b"\n", 0, err.start) + 1
+        line = data.count(b"\n", 0, err.start) + 1
+        raise DataError(
+            f"{where}, line {line}: byte {err.start - line_start + 1} is not UTF-8 "
+            f"({data[err.start:err.start + 4]!r}). Convert the file to UTF-8, e.g. `iconv -f LATIN1 -t UTF-8 IN > OUT`."
+        ) from None
 
 
 def iter_lines(stream: IO[bytes], where: str) -> Iterator[str]:
@@ -109,13 +134,17 @@ def output_target(path: str | os.PathLike) -> tuple[Path, bool]:
 def check_writable(path: str | os.PathLike, flag: str) -> Path:
     """Fail before any long work if ``path`` cannot be written (no such folder, no permission,
     a folder in the way, a socket or block device)."""
+    if str(path) == "-":
+        raise UsageError(f"{flag} -: this command writes a file, not standard output; give a file path.")
     path = Path(path)
-    if path.is_dir():
-        raise UsageError(f"{flag} {path} is a directory; give a file path.")
     try:
+        if path.is_dir():
+            raise UsageError(f"{path} is a directory; give a file path.")
         target, stream = output_target(path)
     except UsageError as err:
         raise UsageError(f"{flag} {err}") from None
+    except OSError as err:  # a name too long, a loop of links: what only the file system knows
+        raise UsageError(f"{flag} {path} cannot be written: {err.strerror or err}; choose another path.") from None
     if stream:  # written in place: only the device or pipe itself must be writable
         if not os.access(target, os.W_OK):
             raise UsageError(f"{flag} {path} is not writable; choose another path.")
@@ -126,7 +155,23 @@ def check_writable(path: str | os.PathLike, flag: str) -> Path:
         raise UsageError(f"{flag} {path}: folder {parent} does not exist; create it first.")
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"{flag} {path} is not writable; choose another path.")
+    _probe(path, flag)
     return path
+
+
+def _probe(path: Path, flag: str) -> None:
+    """Create and remove the temporary that writing ``path`` will use, so that what only the
+    file system knows (a name too long, a read-only mount) is said before any work."""
+    tmp = temporary_path(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # this process is writing it already
+        return
+    except OSError as err:
+        raise UsageError(f"{flag} {path} cannot be written: {err.strerror or err}; choose another path.") from None
+    os.close(fd)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
 
 
 def check_writable_folder(path: str | os.PathLike, flag: str) -> Path:
@@ -149,11 +194,24 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     return a.resolve() == b.resolve()
 
 
+#: The longest file name most file systems take (bytes, NAME_MAX).
+NAME_MAX = 255
+
+
+def _temporary_stem(path: Path) -> str:
+    """``.NAME``, or for a name too long to take ``.tmpPID`` within :data:`NAME_MAX` a short
+    stand-in made from its hash (a legal 250-byte name must not fail after hours of work)."""
+    stem = f".{path.name}"
+    if len(os.fsencode(stem)) + len(".tmp") + 10 <= NAME_MAX:
+        return stem
+    return f".minitrans-{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:24]}"
+
+
 def temporary_path(path: str | os.PathLike) -> Path:
     """Where this process writes ``path`` before renaming it: a hidden sibling named after
-    the target and this process, ``.NAME.tmpPID``."""
+    the target and this process, ``.NAME.tmpPID`` (a hash for a long name)."""
     path = Path(path)
-    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+    return path.with_name(f"{_temporary_stem(path)}.tmp{os.getpid()}")
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
@@ -161,7 +219,7 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
     mid-write); returns what was removed. Temporaries of live processes are left alone."""
     path = Path(path)
     removed = []
-    for tmp in path.parent.glob(f".{glob.escape(path.name)}.tmp*"):
+    for tmp in path.parent.glob(f"{glob.escape(_temporary_stem(path))}.tmp*"):
         pid = tmp.name.rsplit(".tmp", 1)[-1]
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
@@ -176,6 +234,18 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
     return removed
 
 
+def disk_full(err: BaseException | None) -> OSError | None:
+    """The full-disk (or file-size limit) error behind ``err``, if any: libraries wrap it in
+    their own (``datasets``' DatasetGenerationError), so its causes are followed."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in DISK_FULL:
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
 def write_failed(path: str | os.PathLike, err: BaseException) -> WriteError:
     """The one-line error for a failed write of ``path`` (the old file, if any, is kept)."""
     cause = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
@@ -187,6 +257,22 @@ def write_failed(path: str | os.PathLike, err: BaseException) -> WriteError:
 def _is_write_failure(err: BaseException, tmp: Path) -> bool:
     """An OSError about the file being written (not, say, about an input being read)."""
     return isinstance(err, OSError) and getattr(err, "filename", None) in (None, str(tmp), tmp)
+
+
+def keep_permissions(old: Path, new: Path) -> None:
+    """Give ``new`` (about to replace ``old``) the mode, and where permitted the owner and
+    group, of ``old``: a ``chmod 600`` output stays private after it is rewritten."""
+    try:
+        st = os.stat(old)
+    except FileNotFoundError:
+        return
+    if hasattr(os, "chown") and (st.st_uid, st.st_gid) != (os.stat(new).st_uid, os.stat(new).st_gid):
+        try:  # only root may give a file away ...
+            os.chown(new, st.st_uid, st.st_gid)
+        except PermissionError:  # ... a user may give it a group of theirs
+            with contextlib.suppress(PermissionError):
+                os.chown(new, -1, st.st_gid)
+    os.chmod(new, stat.S_IMODE(st.st_mode))  # after chown, which may clear set-id bits
 
 
 @contextlib.contextmanager
@@ -211,6 +297,7 @@ def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     tmp = temporary_path(path)
     try:
         with open(tmp, mode, **text) as f:
+            keep_permissions(path, tmp)  # before a byte is written: a private file's text never shows
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -240,10 +327,11 @@ def atomic_folder(path: str | os.PathLike, replace: bool = False) -> Iterator[Pa
     tmp.mkdir()
     try:
         yield tmp
-        old = path.with_name(f".{path.name}.old{os.getpid()}")
+        old = path.with_name(f"{_temporary_stem(path)}.old{os.getpid()}")
         if path.exists():
             if not replace:
                 raise FileExistsError(f"{path} exists")
+            keep_permissions(path, tmp)
             os.replace(path, old)
         os.replace(tmp, path)
         shutil.rmtree(old, ignore_errors=True)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from conftest import run_main, synthetic_pairs
 from minitrans import Transformer, Translator
-from minitrans.checkpoint import load_checkpoint, save_atomic
+from minitrans.checkpoint import load_checkpoint, metadata, save_atomic
 from minitrans.config import ModelConfig
 from minitrans.errors import UsageError
 from minitrans.ctranslate2_engine import META_FILE
@@ -139,7 +140,9 @@ def test_the_folder_carries_vocabulary_tokenizer_and_metadata(exported, native):
     assert config["add_source_eos"] is True and config["decoder_start_token"] == "<s>"  # plain callers get our output
     meta = json.loads((exported / META_FILE).read_text())
     assert meta["model_config"] == native.config.to_dict()
-    assert meta["data"] == native.meta["data"]
+    # The data settings travel without this machine's folders (issue #42, item 6).
+    assert meta["data"] == {k: v for k, v in native.meta["data"].items() if k not in ("data_dir", "cache_dir")}
+    assert str(Path.home()) not in json.dumps(meta) and "/tmp" not in json.dumps(meta)
 
 
 def test_int8_export_stays_close(trained_checkpoint, native, tmp_path):
@@ -178,12 +181,13 @@ def test_cli_engine_switch(trained_checkpoint, exported, tmp_path, capsys):
 
 
 def test_cli_export_and_evaluate(trained_checkpoint, tmp_path, capsys):
+    data_dir = metadata(load_checkpoint(trained_checkpoint))["data"]["data_dir"]  # an export does not carry it
     out = tmp_path / "cli-model"
     assert run_main(capsys, "export", "-m", trained_checkpoint, "-o", out, "--quantization", "int8")[0] == 0
     assert json.loads((out / META_FILE).read_text())["quantization"] == "int8"
     assert run_main(capsys, "export", "-m", trained_checkpoint, "-o", out)[0] == 2  # exists, no --force
     code, report, _ = run_main(capsys, "evaluate", "--model", out, "--dataset", "multi30k", "--beam", 2,
-                          "--output-dir", tmp_path / "eval")
+                          "--data-dir", data_dir, "--output-dir", tmp_path / "eval")
     report = json.loads(report)
     assert code == 0 and report["sentences"] == 30 and report["bleu"] > 50
     assert report["decoding"]["engine"] == "ctranslate2"
