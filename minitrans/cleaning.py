@@ -29,6 +29,22 @@ def clean(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).split())
 
 
+def without_format_characters(text: str) -> str:
+    """``text`` without format characters (Unicode category Cf: zero-width spaces and joiners,
+    U+2060, a BOM, soft hyphens, direction marks): invisible, and a model trained on plain
+    sentences invents words for them. Applied to what is translated, not to training data."""
+    if text.isascii():
+        return text
+    return "".join(c for c in text if c < "\xad" or unicodedata.category(c) != "Cf")
+
+
+def has_words(text: str) -> bool:
+    """Whether ``text`` holds a letter or a digit: something a model can translate. Without one
+    (punctuation, symbols, emoji) a text is given back as it is, never decoded into an invented
+    sentence."""
+    return any(unicodedata.category(c)[0] in "LN" for c in text)
+
+
 @dataclass
 class CleaningReport:
     """What cleaning dropped from the training split."""

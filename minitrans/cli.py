@@ -22,11 +22,11 @@ from pathlib import Path
 
 from minitrans._version import __version__
 from minitrans import languages
-from minitrans.errors import CheckpointError, DataError, MinitransError, UsageError
+from minitrans.errors import CheckpointError, MinitransError, UsageError
 from minitrans.formats import FORMATS, format_for
 from minitrans.progress import Progress
-from minitrans.textio import (atomic_output, check_writable, check_writable_folder, is_readable_file, iter_lines,
-                              read_lines, same_file)
+from minitrans.textio import (atomic_output, check_writable, check_writable_folder, decode_text, disk_full,
+                              is_readable_file, iter_lines, read_lines, same_file, write_failed)
 
 log = logging.getLogger("minitrans")
 LIGHTNING_COMMANDS = ("train", "fit", "validate", "test")
@@ -251,7 +251,8 @@ def lightning_main(args: list[str], run: bool = True):
 # -- plain commands ----------------------------------------------------------------------
 def cmd_prepare(a: argparse.Namespace) -> None:
     """Build (or reuse) the data cache of a training config and print corpus statistics."""
-    cli = lightning_main(["--config", a.config, *a.overrides], run=False)  # validates the whole config
+    configs = [arg for path in a.config for arg in ("--config", path)]  # merged as `train` merges them
+    cli = lightning_main([*configs, *a.overrides], run=False)  # validates the whole config
     dm = cli.datamodule
     dm.prepare_data()
     dm.setup("fit")
@@ -308,6 +309,8 @@ def cmd_translate(a: argparse.Namespace) -> None:
     from minitrans.translate import check_attention_view, plot_attention, plot_path
 
     # Everything that can be checked is checked before the model is loaded.
+    a.input = None if a.input == "-" else a.input  # "-": standard input and output, as Unix tools read it
+    a.output = None if a.output == "-" else a.output
     check_decoding(a.beam, a.alpha, a.nbest)
     _check_device(a.device)
     if a.input and not is_readable_file(a.input):
@@ -386,10 +389,7 @@ def _translate_document(a: argparse.Namespace, fmt: str) -> None:
     else:
         data, where = (getattr(sys.stdin, "buffer", None) or sys.stdin).read(), "<stdin>"
         data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
-    try:
-        document = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise DataError(f"{where}: not UTF-8 at byte {err.start}; convert it first (iconv -t utf-8).") from None
+    document = decode_text(data, where)
     translator = _load_translator(a.checkpoint, a)
     progress = Progress(None, f"translating {where}")
     started = time.perf_counter()
@@ -442,6 +442,7 @@ def engine_options(a: argparse.Namespace) -> dict:
 def _held_out_sets(a: argparse.Namespace, checkpoint: str) -> list[tuple[str, str, tuple[list, list]]]:
     """``(label, dataset, (sources, references))`` of ``--src/--ref``, or of ``--split`` of
     ``--dataset`` (default: every corpus the checkpoint was trained on, with its split settings)."""
+    from minitrans.corpus import data_dir_for
     from minitrans.engines import load_metadata
     from minitrans.evaluate import eval_sets, load_eval_data
 
@@ -455,7 +456,7 @@ def _held_out_sets(a: argparse.Namespace, checkpoint: str) -> list[tuple[str, st
         if spec["split_settings"] is None:
             log.warning("The checkpoint was not trained on %r: check that its %s split cannot overlap the "
                         "training data.", spec["dataset"], a.split)
-        data = load_eval_data(spec["dataset"], a.split, None, None, a.data_dir or trained_on.get("data_dir"),
+        data = load_eval_data(spec["dataset"], a.split, None, None, data_dir_for(a.data_dir, trained_on.get("data_dir")),
                               spec["split_settings"], spec["files"], spec["hub_id"], source_lang)
         label = f"{spec['name']}.{a.split}" if trained_on.get("dataset") == "mixture" else a.split
         sets.append((label, spec["name"], data))
@@ -600,6 +601,7 @@ def cmd_serve(a: argparse.Namespace) -> None:
     settings = ServerSettings(max_sentences=a.max_sentences, max_chars=a.max_chars, max_queue=a.max_queue,
                               batching=not a.no_batching, batch_wait_ms=a.batch_wait_ms, timeout_s=a.timeout,
                               beam=a.beam, alpha=a.alpha, max_attention_values=a.max_attention_values,
+                              read_timeout_s=a.read_timeout, max_connections=a.max_connections,
                               cors_origins=tuple(a.cors_origin or ()),
                               api_keys=read_api_keys(a.api_keys) if a.api_keys else ())
     if a.host not in ("127.0.0.1", "localhost", "::1"):
@@ -751,7 +753,9 @@ def build_parser() -> argparse.ArgumentParser:
                        add_help=False)
 
     p = command("prepare", cmd_prepare)
-    p.add_argument("--config", required=True, help="training config YAML (its data section is used)")
+    p.add_argument("--config", required=True, action="append",
+                   help="training config YAML (its data section is used); repeat it to merge several, later ones "
+                        "overriding earlier ones, as `train` does")
 
     p = command("translate", cmd_translate)
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: lines of --input or stdin)")
@@ -759,12 +763,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_decoding_flags(p)
     p.add_argument("--ensemble", action="store_true", help=ENSEMBLE_HELP)
     p.add_argument("--input", "-i", help="text file: each line is translated sentence by sentence, one line out per "
-                                         "line in")
+                                         "line in (- is stdin)")
     p.add_argument("--format", default="auto", choices=["auto", *FORMATS],
                    help="auto: by the --input file's extension (.html/.htm, .md, .srt; anything else is text, line by line)")
     p.add_argument("--no-split", action="store_true",
                    help="translate each line as one sentence (no sentence splitting), as evaluate does")
-    p.add_argument("--output", "-o", help="write translations here instead of stdout")
+    p.add_argument("--output", "-o", help="write translations here instead of stdout (- is stdout)")
     p.add_argument("--nbest", type=int, default=1, help="print the n best translations with scores")
     p.add_argument("--json", action="store_true", help="one JSON object per line with scores")
     p.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's cross-attention")
@@ -780,7 +784,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", help="e.g. test_2016_flickr (= test), test_2017_flickr, valid")
     p.add_argument("--src", help="source file (instead of --dataset)")
     p.add_argument("--ref", action="append", help="reference file aligned with --src; repeat for several")
-    p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
+    p.add_argument("--data-dir", help="raw corpora directory (default: $MINITRANS_DATA; this flag wins over it)")
     p.add_argument("--output-dir", default="outputs/eval",
                    help="where the report and hypotheses go (default %(default)s)")
 
@@ -793,7 +797,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="valid", help="the held-out split to calibrate on")
     p.add_argument("--src", help="source file (instead of --dataset)")
     p.add_argument("--ref", action="append", help="reference file aligned with --src")
-    p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
+    p.add_argument("--data-dir", help="raw corpora directory (default: $MINITRANS_DATA; this flag wins over it)")
 
     p = command("shortlist", cmd_shortlist)
     add_model_flag(p, "store", "a .ckpt (it is not changed)")
@@ -802,7 +806,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="target pieces kept per source piece (default %(default)s)")
     p.add_argument("--frequent", type=int, default=SHORTLIST_FREQUENT,
                    help="most frequent target pieces every batch scores (default %(default)s)")
-    p.add_argument("--data-dir", help="raw corpora directory (MINITRANS_DATA overrides)")
+    p.add_argument("--data-dir", help="raw corpora directory (default: $MINITRANS_DATA; this flag wins over it)")
 
     p = command("average", cmd_average)
     add_model_flag(p, "extend", "checkpoints of one run (same model config and tokenizer)")
@@ -835,6 +839,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=limits.timeout_s,
                    help="seconds before a request gets 504 and its decoding stops; shutdown waits this long plus "
                         "5 s for requests in flight (default %(default)s)")
+    p.add_argument("--read-timeout", type=float, default=limits.read_timeout_s,
+                   help="seconds a client may take to send a request's headers, and again its body (408 or the "
+                        "connection closed beyond; default %(default)s)")
+    p.add_argument("--max-connections", type=int, default=limits.max_connections,
+                   help="open connections at most (fewer if the process may open fewer files; the oldest one "
+                        "still sending its headers is closed beyond; default %(default)s)")
 
     p = command("export", cmd_export)
     add_model_flag(p, "store", "a .ckpt written by `minitrans train` or `minitrans average`")
@@ -851,7 +861,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--teacher", action="append", required=True, help="teacher checkpoint (repeat: an ensemble)")
     p.add_argument("--monolingual", nargs="+", required=True, help="in-domain English text, one sentence per line")
     p.add_argument("--out", default="runs/distill/data", help="the corpus folder to write (default %(default)s)")
-    p.add_argument("--data-dir", help="raw corpora (MINITRANS_DATA overrides), for Multi30k's real pairs")
+    p.add_argument("--data-dir", help="raw corpora (default: $MINITRANS_DATA; this flag wins over it), for Multi30k's real pairs")
     p.add_argument("--beam", type=int, default=DEFAULT_BEAM, help="beam size (default %(default)s)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="length penalty exponent (default %(default)s)")
     p.add_argument("--chunk", type=int, default=2000, help="lines per resumable chunk (default %(default)s)")
@@ -1001,4 +1011,11 @@ def main(argv: list[str] | None = None) -> None:
             raise
         where = f": {err.filename}" if getattr(err, "filename", None) else ""
         print(f"minitrans {command or ''}: error: {err.strerror or err}{where}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except Exception as err:  # a library's own error wrapped around a full disk: still one line
+        full = disk_full(err)
+        if debug or full is None:
+            raise
+        print(f"minitrans {command or ''}: error: {' '.join(str(write_failed(full.filename or '?', full)).split())}",
+              file=sys.stderr)
         raise SystemExit(1) from None

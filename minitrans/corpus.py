@@ -30,13 +30,20 @@ MULTI30K_SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr",
                    "test_2017_flickr": "test_2017_flickr", "test_2017_mscoco": "test_2017_mscoco"}
 
 
-def resolve_data_dir(configured: str | os.PathLike | None = None) -> Path:
-    """The raw-corpus directory: ``$MINITRANS_DATA`` if set, else the configured one, else ``data/raw``."""
-    value = os.environ.get(DATA_ENV) or configured or "data/raw"
+def resolve_data_dir(given: str | os.PathLike | None = None) -> Path:
+    """The raw-corpus directory: the one the user gave (``--data-dir``, ``data.data_dir``),
+    else ``$MINITRANS_DATA``, else ``data/raw``. What a user typed wins over the environment."""
+    value = given or os.environ.get(DATA_ENV) or "data/raw"
     return Path(value).expanduser()
 
 
-DATA_HINT = (f"Point {DATA_ENV} (or data.data_dir) at the directory holding the corpora, e.g. "
+def data_dir_for(given: str | None, recorded: str | None) -> str | None:
+    """The folder to read a checkpoint's corpora from: the one the user gave now, else
+    ``$MINITRANS_DATA``, else the one recorded when it was trained (another machine's, maybe)."""
+    return given or os.environ.get(DATA_ENV) or recorded
+
+
+DATA_HINT = (f"Point {DATA_ENV} (or data.data_dir, or --data-dir) at the directory holding the corpora, e.g. "
              f"`export {DATA_ENV}=../shared/data`, or fetch them with `minitrans download`.")
 
 

@@ -6,7 +6,8 @@ keyed by the data settings and the raw files' sizes and times, built once and pu
   touched corpus file gives a new cache and the same ones reuse it in seconds.
 * :func:`build` — the one-time work in a folder of this process's own, then a rename into
   place: the cache appears whole or not at all. A failed build leaves nothing behind; a full
-  disk is one line naming the cache. The check, build and rename hold a lock file beside the
+  disk (or a file-size limit) is one line naming the cache, in whichever phase it is met, even
+  when a library wrapped the error in its own. The check, build and rename hold a lock file beside the
   cache (``<cache>.lock``, an OS lock the kernel releases if the process dies), so two
   ``prepare`` runs started together do the work once: the second waits and reuses the first's
   cache. Without it, the second could find no cache, then delete the first's just published
@@ -27,7 +28,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from minitrans.textio import DISK_FULL, write_failed
+from minitrans.textio import disk_full, write_failed
 
 log = logging.getLogger(__name__)
 #: Part of every cache key: raise it when the cache's layout or content changes.
@@ -78,8 +79,9 @@ def _build_and_publish(path: Path, fill: Callable[[Path, Path], dict[str, Any]])
         shutil.rmtree(scratch)
     except BaseException as err:  # nothing of a failed preparation stays behind
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(err, OSError) and err.errno in DISK_FULL:  # one line naming the cache, not a traceback
-            raise write_failed(path, err) from None
+        full = disk_full(err)  # however deep a library wrapped it
+        if full is not None:  # one line naming the cache, not a traceback
+            raise write_failed(path, full) from None
         raise
     report["seconds"] = round(time.perf_counter() - started, 1)
     (tmp / DONE).write_text(json.dumps(report, indent=2))

@@ -22,6 +22,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from minitrans import datacache
+from minitrans.corpus import data_dir_for
 from minitrans.batching import ArrowPairDataset, PairDataset, SampledPairDataset, TokenBatchSampler, collate
 from minitrans.errors import DataError
 from minitrans.stream import numeric_column, spm_sample
@@ -102,7 +103,8 @@ class TranslationDataModule(L.LightningDataModule):
     Args:
         dataset: ``multi30k``, ``tatoeba``, ``tsv``, ``aligned`` or ``hub`` (see
             :mod:`minitrans.corpus`), or ``mixture`` of the ``corpora`` (see :mod:`minitrans.mixture`).
-        data_dir: Directory of the raw corpora; ``$MINITRANS_DATA`` overrides it.
+        data_dir: Directory of the raw corpora (default: ``$MINITRANS_DATA``, else ``data/raw``);
+            given, it wins over the environment.
         files: For ``tsv``/``aligned``: split name -> path (tsv) or path prefix (aligned).
         hub_id: For ``hub``: the Hugging Face dataset id.
         cache_dir: Where cleaned, tokenised splits and the SentencePiece model are cached.
@@ -191,13 +193,12 @@ class TranslationDataModule(L.LightningDataModule):
     @classmethod
     def from_settings(cls, data: dict[str, Any], data_dir: str | None = None) -> "TranslationDataModule":
         """The data module a checkpoint was trained with, from its recorded ``data`` settings
-        (``data_dir`` replaces the recorded folder; ``MINITRANS_DATA`` still overrides both)."""
+        (``data_dir``, the folder the user gave, wins; else ``MINITRANS_DATA``; else the recorded one)."""
         names = set(inspect.signature(cls.__init__).parameters) - {"self"}
         settings = {k: v for k, v in data.items() if k in names}
         if settings.get("corpora"):
             settings["corpora"] = [CorpusSpec(**c) for c in settings["corpora"]]
-        if data_dir is not None:
-            settings["data_dir"] = data_dir
+        settings["data_dir"] = data_dir_for(data_dir, settings.get("data_dir"))
         return cls(**settings)
 
     def train_pairs(self) -> Iterator[tuple[list[int], list[int]]]:

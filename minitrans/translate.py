@@ -4,8 +4,9 @@ Each input string is a text: it is split into sentences (:mod:`minitrans.segment
 sentence of every input is normalised, tokenised and decoded in one batched search by an
 engine (:mod:`minitrans.engines`), and each text is put back together with its own spacing and
 line breaks. Results come in input order, one per input. Empty and whitespace-only inputs give
-empty translations (line count is preserved); sentences longer than the model's positional
-range are truncated with a warning.
+empty translations (line count is preserved); format characters (zero-width spaces, U+2060, a
+BOM) never reach the model, and a sentence with no letter or digit comes back as it is;
+sentences longer than the model's positional range are truncated with a warning.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 from minitrans.checkpoint import load_for_inference
 from minitrans import languages, segment
 from minitrans.confidence import confidence
-from minitrans.cleaning import check_unicode, clean
+from minitrans.cleaning import check_unicode, clean, has_words, without_format_characters
 from minitrans.engines import open_model
 from minitrans.native_engine import NativeEngine
 from minitrans.precision import requested
@@ -267,7 +268,8 @@ class Translator:
         """One text's result from its sentences' results (see :meth:`translate_detailed`)."""
         if not parts:
             return Translation(text, "", 0.0, [("", 0.0)])
-        flags = [p.low_confidence for p in parts]
+        decoded = [p for p in parts if p.confidence is not None]  # not the sentences given back as they were
+        flags = [p.low_confidence for p in decoded]
         inner = segment.Segmented(seg.sentences, ["", *(_one_line_gap(g) for g in seg.gaps[1:-1]), ""])
         depth = max(len(p.nbest) for p in parts)
         nbest = []
@@ -276,8 +278,8 @@ class Translator:
             nbest.append((inner.join([t for t, _ in picks]), sum(s for _, s in picks) / len(picks)))
         result = Translation(text, inner.join([p.text for p in parts]), sum(p.score for p in parts) / len(parts),
                              nbest, truncated=any(p.truncated for p in parts), sentences=parts,
-                             confidence=min(p.confidence for p in parts),
-                             low_confidence=None if None in flags else any(flags))
+                             confidence=min((p.confidence for p in decoded), default=None),
+                             low_confidence=None if not decoded or None in flags else any(flags))
         if len(parts) == 1:  # one sentence: its pieces and attention are the text's
             result.src_pieces, result.tgt_pieces, result.attention = \
                 parts[0].src_pieces, parts[0].tgt_pieces, parts[0].attention
@@ -288,14 +290,14 @@ class Translator:
                              progress) -> list[Translation]:
         """Each string as one sentence, all in one batched search; ``lines`` number them for
         the warnings about long inputs."""
-        cleaned = [clean(s) for s in sentences]
+        cleaned = [clean(without_format_characters(s)) for s in sentences]
         limit = self.config.max_len - 1  # room for eos
         ids = self.tokenizer.encode(cleaned)
         results: list[Translation | None] = [None] * len(sentences)
         todo = []
         for i, (text, seq) in enumerate(zip(cleaned, ids)):
-            if not text:
-                results[i] = Translation(sentences[i], "", 0.0, [("", 0.0)])
+            if not has_words(text):  # empty, invisible, or punctuation and symbols only: as it is
+                results[i] = Translation(sentences[i], text, 0.0, [(text, 0.0)])
                 continue
             truncated = len(seq) > limit
             if truncated:

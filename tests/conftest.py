@@ -230,3 +230,20 @@ def prepared_fr_en(data_root, tmp_path_factory):
 def trained_fr_en(prepared_fr_en, tmp_path_factory):
     """A small French→English model (~10 s)."""
     return train_tiny(prepared_fr_en, tmp_path_factory.mktemp("ckpt-fr-en"))
+
+
+@pytest.fixture(scope="session")
+def docs_site(tmp_path_factory):
+    """This project's docs site, built once (``mkdocs build --strict``): a folder of real pages."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("mkdocs", reason="the dev extra is not installed")
+    pytest.importorskip("material", reason="the dev extra is not installed")
+    out = tmp_path_factory.mktemp("site")
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                            cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+

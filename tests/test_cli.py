@@ -98,6 +98,20 @@ def test_prepare_prints_statistics(capsys, tmp_path, prepared):
     assert stats["vocab_size"] == 320 and stats["splits"]["train"]["pairs"] > 300
 
 
+def test_prepare_merges_its_configs_as_train_does(capsys, tmp_path, prepared, monkeypatch):
+    """Issue #42, item 24: ``--config A --config B`` is A overridden by B, as ``train`` reads
+    it; and the ``data_dir`` a config gives wins over ``$MINITRANS_DATA`` (item 25)."""
+    from test_training import write_config
+
+    second = tmp_path / "second.yaml"
+    second.write_text(f"data:\n  vocab_size: 300\n  cache_dir: {tmp_path}/cache2\n")
+    monkeypatch.setenv("MINITRANS_DATA", str(tmp_path / "nothing-here"))
+    stats = json.loads(run(capsys, "prepare", "--config", str(write_config(tmp_path, prepared)),
+                           "--config", str(second)).out)
+    assert stats["vocab_size"] == 300 and stats["cache"].startswith(f"{tmp_path}/cache2")
+    assert stats["splits"]["train"]["pairs"] > 300  # A's dataset and data_dir, not the environment's
+
+
 def test_quickstart_steps_on_a_tiny_model(capsys, tmp_path, prepared, monkeypatch):
     """prepare -> train -> evaluate -> translate, as scripts/quickstart.sh runs them (tiny sizes)."""
     from test_training import write_config

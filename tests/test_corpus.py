@@ -87,11 +87,17 @@ def test_tatoeba_keeps_all_references_of_a_test_sentence(tmp_path):
     assert report.kept == len(splits["train"])
 
 
-def test_environment_overrides_config(tmp_path, monkeypatch):
+def test_what_the_user_gave_wins_over_the_environment(tmp_path, monkeypatch):
+    """Issue #42, item 25: ``--data-dir``/``data.data_dir`` > ``$MINITRANS_DATA`` > ``data/raw``;
+    for a checkpoint's corpora, the recorded folder comes last."""
     monkeypatch.setenv("MINITRANS_DATA", str(tmp_path / "env"))
-    assert corpus.resolve_data_dir("configured") == tmp_path / "env"
+    assert str(corpus.resolve_data_dir("given")) == "given"
+    assert corpus.resolve_data_dir(None) == tmp_path / "env"
+    assert corpus.data_dir_for("given", "recorded") == "given"
+    assert corpus.data_dir_for(None, "recorded") == str(tmp_path / "env")
     monkeypatch.delenv("MINITRANS_DATA")
-    assert str(corpus.resolve_data_dir("configured")) == "configured"
+    assert str(corpus.resolve_data_dir(None)) == "data/raw"
+    assert corpus.data_dir_for(None, "recorded") == "recorded"
 
 
 def test_missing_corpus_error_says_how_to_fix(tmp_path, monkeypatch):
