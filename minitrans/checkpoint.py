@@ -13,6 +13,7 @@ A minitrans checkpoint is a Lightning checkpoint with one extra entry, ``"minitr
 ``decoding``                      the length limit ``max_len_a``, ``max_len_b``
 ``wall_minutes``                  training minutes so far (resumes included)
 ``validation``                    the latest ``val_*`` scores
+``sizing``                        (``model_size: auto``) the model chosen for the machine, why, the probe
 ``averaged_from``                 (averages only) the checkpoints averaged: file name and sha256
 ================================  =========================================================
 
@@ -82,7 +83,8 @@ META_KEY = "minitrans"
 
 
 def write_metadata(checkpoint: dict, config: ModelConfig, tokenizer: Tokenizer, data: dict[str, Any],
-                   decoding: dict[str, Any], wall_minutes: float, validation: dict[str, float]) -> None:
+                   decoding: dict[str, Any], wall_minutes: float, validation: dict[str, float],
+                   sizing: dict[str, Any] | None = None) -> None:
     """Write the ``"minitrans"`` entry of a checkpoint being saved (its ``state_dict`` is bound
     to the tokenizer here)."""
     fingerprint = tokenizer.fingerprint()
@@ -96,6 +98,7 @@ def write_metadata(checkpoint: dict, config: ModelConfig, tokenizer: Tokenizer, 
         "decoding": decoding,
         "wall_minutes": wall_minutes,
         "validation": validation,
+        **({"sizing": sizing} if sizing else {}),
     }
 
 

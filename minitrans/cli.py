@@ -51,12 +51,17 @@ def _lightning_cli_class():
     from lightning.pytorch.cli import LightningCLI
     from lightning.pytorch.loggers import CSVLogger
 
+    from minitrans.budget import ValidateByTheClock
     from minitrans.checkpoint import copy_atomic
     from minitrans.precision import training_precision
     from minitrans.training import AtomicCheckpointIO
 
     class MinitransCLI(LightningCLI):
         """LightningCLI with minitrans's links, checkpointing and loggers."""
+
+        def parse_arguments(self, parser, args) -> None:
+            self._raw_args = list(args or [])  # for model_size: which settings the user gave
+            super().parse_arguments(parser, args)
 
         def init_parser(self, **kwargs):
             kwargs.setdefault("prog", "minitrans")  # not __main__.py: its usage line reads as the command typed
@@ -83,7 +88,13 @@ def _lightning_cli_class():
                 "recent.monitor": "step", "recent.mode": "max", "recent.save_top_k": 0,
                 "recent.filename": "recent-step{step}", "recent.auto_insert_metric_name": False,
             })
+            # Validations per budget in a bounded run (0: off, trainer.val_check_interval decides).
+            parser.add_lightning_class_args(ValidateByTheClock, "validation")
             parser.add_lightning_class_args(EarlyStopping, "early_stopping")
+            parser.add_argument("--model_size", default="fixed",
+                                help="auto: the largest model of minitrans.sizing's table that makes enough steps "
+                                     "in the budget on this machine (a few seconds' probe); fixed: model.config as "
+                                     "given; or a candidate's name (xs, s, m, l, xl)")
             parser.set_defaults({"early_stopping.monitor": "val_bleu", "early_stopping.mode": "max",
                                  "early_stopping.patience": 10})
             if "weights_only" in {a.dest for a in parser._actions}:  # fit/validate/test
@@ -94,6 +105,8 @@ def _lightning_cli_class():
             user's: a changed setting would be ignored without a word. Refuse instead, naming
             each setting that differs (``init_from`` is ignored on resume, as documented)."""
             sub = self.config.get("subcommand")
+            if sub == "fit":
+                _size_model(self.config[sub], self._raw_args)
             # validate/test take the checkpoint's settings by design; only training resumes.
             before = _flat(self.config[sub]["model"]) if sub == "fit" and self.config[sub].get("model") else None
             super()._parse_ckpt_path()
@@ -140,6 +153,112 @@ def _lightning_cli_class():
                          float(score) if score is not None else float("nan"), best, target)
 
     return MinitransCLI, LearningRateMonitor
+
+
+def _size_model(config, args: list[str]) -> None:
+    """``model_size``: set ``model.config``'s dimensions to a candidate of :mod:`minitrans.sizing`
+    (``auto``: the one this machine affords in the budget, by a probe of a few seconds), and
+    record the choice as ``model.sizing``. Dimensions the user gave (on the command line, or in a
+    config file that does not ask for ``model_size`` itself) win; a resumed run keeps its
+    checkpoint's."""
+    from minitrans import sizing
+    from minitrans.checkpoint import load_checkpoint
+
+    choice = config.get("model_size") or "fixed"
+    if choice == "fixed":
+        return
+    given = _dimensions_given(args)
+    if given:
+        log.info("model_size %s: not applied, model.config.%s given", choice, given)
+        return
+    if config.get("ckpt_path"):  # resuming: the run keeps the shape it started with
+        stored = load_checkpoint(config["ckpt_path"]).get("hyper_parameters", {})
+        for key in sizing.DIMENSIONS:
+            if key in stored.get("config", {}):
+                config[f"model.config.{key}"] = stored["config"][key]
+        config["model.sizing"] = stored.get("sizing")
+        return
+    budget = _seconds(config["trainer"].get("max_time"))
+    if choice == "auto" and budget is None:
+        log.info("model_size auto: the run has no trainer.max_time, so no budget to size the model for; "
+                 "model.config as given")
+        return
+    if choice == "auto":
+        dtype, device = _probe_settings(config)
+        data = config["data"]
+        seconds = sizing.probe(budget, data["vocab_size"], data["max_tokens"], dtype, device)
+        chosen, why = sizing.choose(seconds, budget)
+        record = {"chosen": chosen.name, "why": why, "seconds_per_step": {k: round(v, 4) for k, v in seconds.items()},
+                  "budget_seconds": budget, "device": device, "dtype": str(dtype or torch_float32())}
+    else:
+        chosen = sizing.by_name(choice)
+        record = {"chosen": chosen.name, "why": f"model_size {choice}"}
+    for key, value in chosen.dims().items():
+        config[f"model.config.{key}"] = value
+    config["model.sizing"] = record
+    dims = ", ".join(f"{k} {v}" for k, v in chosen.dims().items())
+    log.warning("Model size %s (%s): %s", chosen.name, dims, record["why"])
+
+
+def torch_float32():
+    import torch
+
+    return torch.float32
+
+
+def _dimensions_given(args: list[str]) -> str | None:
+    """The first model dimension the user set: on the command line, or in a config file that
+    does not itself set ``model_size`` (a recipe that asks for sizing keeps its dimensions as
+    the fallback)."""
+    import yaml
+
+    from minitrans.sizing import DIMENSIONS
+
+    for i, arg in enumerate(args):
+        key = arg.split("=", 1)[0]
+        if key.startswith("--model.config.") and key.rsplit(".", 1)[-1] in DIMENSIONS:
+            return key.rsplit(".", 1)[-1]
+        if key in ("--config", "-c"):
+            path = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else None)
+            try:
+                doc = yaml.safe_load(Path(path).read_text()) if path else None
+            except (OSError, yaml.YAMLError):
+                continue  # the parser has said what is wrong with it
+            if isinstance(doc, dict) and "model_size" not in doc:
+                dims = ((doc.get("model") or {}).get("config") or {}) if isinstance(doc.get("model"), dict) else {}
+                found = next((k for k in DIMENSIONS if isinstance(dims, dict) and k in dims), None)
+                if found:
+                    return found
+    return None
+
+
+def _seconds(max_time) -> float | None:
+    """``trainer.max_time`` (``DD:HH:MM:SS``, a timedelta or its keywords) in seconds."""
+    from datetime import timedelta
+
+    if max_time is None:
+        return None
+    if isinstance(max_time, timedelta):
+        return max_time.total_seconds()
+    if isinstance(max_time, dict):
+        return timedelta(**max_time).total_seconds()
+    days, hours, minutes, seconds = (int(x) for x in str(max_time).split(":"))
+    return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds).total_seconds()
+
+
+def _probe_settings(config) -> tuple:
+    """``(autocast dtype or None, device)`` the run will train with, for the sizing probe."""
+    import torch
+
+    from minitrans.precision import training_precision
+
+    trainer = config["trainer"]
+    accelerator = trainer.get("accelerator")
+    on_gpu = accelerator in ("gpu", "cuda") or (accelerator in (None, "auto") and torch.cuda.is_available())
+    precision, _ = training_precision(trainer.get("precision"), accelerator)
+    precision = str(precision)
+    dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float16 if precision.startswith("16") else None
+    return dtype, "cuda" if on_gpu else "cpu"
 
 
 def _one_line_errors(parser_class):
@@ -496,6 +615,9 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
             path = write_outputs(report, hyps, a.output_dir, output_stem(paths, label, a.beam, data_files))
             report["report_path"] = str(path)
             print(f"report: {path} (translations: {path.with_suffix('.hyp.txt')})", file=sys.stderr)
+            if "model_size" in report:
+                print(f"model size {report['model_size']['chosen']}: {report['model_size'].get('why', '')}",
+                      file=sys.stderr)
             reports.append(report)
     if len(reports) == 1:
         print(json.dumps(reports[0], indent=2, ensure_ascii=False))

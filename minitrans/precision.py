@@ -82,12 +82,40 @@ def choose(precision: str, device: str | torch.device) -> Precision:
     return Precision("fp32", "auto", f"auto: this {device.type.upper()} has no bf16 units ({what})")
 
 
+def training_device(accelerator: str | None) -> str:
+    """Where Lightning will train for ``trainer.accelerator``: ``cuda``, ``mps`` or ``cpu``
+    (``auto``: a CUDA GPU, else an Apple GPU, else the CPU, as Lightning picks)."""
+    accelerator = str(accelerator or "auto").lower()
+    if accelerator in ("gpu", "cuda"):
+        return "cuda" if torch.cuda.is_available() or accelerator == "cuda" else "mps"
+    if accelerator in ("mps", "cpu"):
+        return accelerator
+    if accelerator == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return "mps"
+    return "cpu"
+
+
 def training_precision(precision, accelerator: str | None) -> tuple[object, str | None]:
-    """``(precision to train with, why it changed or None)``: a bf16 setting on a CPU run whose
-    CPU lacks bf16 units becomes ``32-true`` (bf16 would be emulated: 20x slower here)."""
-    on_cpu = accelerator == "cpu" or (accelerator in (None, "auto") and not torch.cuda.is_available())
-    if str(precision) in BF16_TRAINING and on_cpu and not cpu_has_bf16():
+    """``(precision to train with, why it changed or None)``: a recipe's bf16 setting is kept
+    where the device computes bf16 natively; elsewhere it becomes what is fast there: ``32-true``
+    on a CPU without bf16 units (bf16 would be emulated: 20x slower, docs/speed.md) and on an
+    Apple GPU (mixed precision there is not measured), ``16-mixed`` on a CUDA GPU without bf16
+    (before Ampere)."""
+    if str(precision) not in BF16_TRAINING:
+        return precision, None
+    device = training_device(accelerator)
+    if device == "cpu" and not cpu_has_bf16():
         return "32-true", (f"trainer.precision {precision}: this CPU has no bf16 units (AMX or AVX-512-BF16), "
                            "where bf16 is emulated and trains ~20x slower than fp32 (docs/speed.md); "
                            "training in 32-true instead")
+    if device == "cuda" and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        return "16-mixed", (f"trainer.precision {precision}: this GPU has no bf16 units (before Ampere); "
+                            "training in 16-mixed (fp16 with loss scaling) instead")
+    if device == "mps":
+        return "32-true", (f"trainer.precision {precision}: on an Apple GPU minitrans trains in 32-true "
+                           "(mixed precision there is not measured yet)")
     return precision, None

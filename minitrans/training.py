@@ -1,8 +1,9 @@
 """The LightningModule: a thin adapter between the Transformer and Lightning's Trainer.
 
 It holds the loss (label-smoothed cross-entropy, padding ignored), the optimiser (Adam,
-β = (0.9, 0.98), ε = 1e-9) with the paper's warm-up schedule, validation loss, perplexity
-and BLEU on greedy decodes, and it writes self-contained checkpoints.
+β = (0.9, 0.98), ε = 1e-9) with the paper's warm-up schedule (or a cosine one, or one that
+knows the run's budget: :mod:`minitrans.budget`), validation loss, perplexity and BLEU on
+greedy decodes, and it writes self-contained checkpoints.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from minitrans.checkpoint import (load_checkpoint, metadata, model_state, save_a
 from minitrans.config import ModelConfig
 from minitrans.errors import ConfigError
 from minitrans.metrics import bleu_from_statistics, bleu_statistics
-from minitrans.schedule import cosine, inverse_sqrt
+from minitrans.budget import spent
+from minitrans.schedule import budgeted, cosine, inverse_sqrt
 from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, greedy_search
 from minitrans.tokenizer import Tokenizer
 from minitrans.vocab import PAD_ID
@@ -68,18 +70,24 @@ class TranslationModule(L.LightningModule):
         config: The model's :class:`~minitrans.config.ModelConfig` (``vocab_size`` is linked
             from the data module).
         label_smoothing: ε_ls of section 5.4 (paper: 0.1).
-        lr_schedule: ``inverse_sqrt`` (the paper's) or ``cosine``.
+        lr_schedule: ``inverse_sqrt`` (the paper's), ``cosine``, or ``budget``: warm-up, then a
+            linear decay that ends exactly when the run's budget (``trainer.max_time``,
+            ``max_steps`` or ``max_epochs``) does, however many steps the machine makes.
         lr_factor: Multiplies the inverse-sqrt schedule (1.0 = the paper).
         warmup_steps: Warm-up steps (paper: 4000).
-        peak_lr: Peak learning rate of the cosine schedule.
+        peak_lr: Peak learning rate of the cosine and budget schedules.
         total_steps: Where the cosine schedule reaches ``min_lr`` (cosine only).
-        min_lr: Final learning rate of the cosine schedule.
+        min_lr: Final learning rate of the cosine and budget schedules.
+        cooldown: The share of the budget the budget schedule decays over (1.0: from the end of
+            warm-up; 0.2: hold the peak until 80%, then decay).
         weight_decay: AdamW-style decoupled weight decay on matrices (0 = plain Adam).
         betas: Adam's β1, β2 (paper: 0.9, 0.98).
         eps: Adam's ε (paper: 1e-9).
         val_bleu: Greedy-decode the validation sentences and log BLEU.
         max_len_a: Decoding length limit a · src_len + b (a).
         max_len_b: Decoding length limit a · src_len + b (b).
+        sizing: How ``model_size: auto`` chose the model's dimensions for this machine (set by
+            ``minitrans train``, :mod:`minitrans.sizing`; recorded in checkpoints).
         init_from: Start training from this checkpoint's weights (fine-tuning, a distillation
             student started from its teacher): same model shape and SentencePiece model
             (``data.tokenizer``); optimizer, schedule and step start afresh. Dropout may differ.
@@ -90,12 +98,13 @@ class TranslationModule(L.LightningModule):
         self,
         config: ModelConfig,
         label_smoothing: float = 0.1,
-        lr_schedule: Literal["inverse_sqrt", "cosine"] = "inverse_sqrt",
+        lr_schedule: Literal["inverse_sqrt", "cosine", "budget"] = "inverse_sqrt",
         lr_factor: float = 1.0,
         warmup_steps: int = 4000,
         peak_lr: float = 1e-3,
         total_steps: int = 100_000,
         min_lr: float = 0.0,
+        cooldown: float = 1.0,
         weight_decay: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.98),
         eps: float = 1e-9,
@@ -103,6 +112,7 @@ class TranslationModule(L.LightningModule):
         max_len_a: float = DEFAULT_MAX_LEN_A,
         max_len_b: int = DEFAULT_MAX_LEN_B,
         init_from: str | None = None,
+        sizing: dict | None = None,
     ) -> None:
         super().__init__()
         if isinstance(config, dict):  # rebuilt from a checkpoint's hyper_parameters
@@ -111,6 +121,8 @@ class TranslationModule(L.LightningModule):
             raise ConfigError(f"label_smoothing must lie in [0, 1), got {label_smoothing}.")
         if warmup_steps < 1:
             raise ConfigError(f"warmup_steps must be positive, got {warmup_steps}.")
+        if not 0.0 < cooldown <= 1.0:
+            raise ConfigError(f"cooldown is a share of the budget in (0, 1], got {cooldown}.")
         self.save_hyperparameters(ignore=["config"])
         self.hparams["config"] = config.to_dict()  # plain dict: loadable with weights_only
         self.config = config
@@ -123,6 +135,7 @@ class TranslationModule(L.LightningModule):
         self._fit_started: float | None = None
         self._minutes_before = 0.0  # wall minutes of the fits a resumed run continues
         self._data_hparams: dict[str, Any] = {}
+        self._spent = 0.0  # the share of the budget spent (lr_schedule budget), rank 0's clock
 
     # -- wiring ----------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -159,6 +172,10 @@ class TranslationModule(L.LightningModule):
         """Summed label-smoothed loss, summed NLL, and the number of target tokens."""
         logits = self.model(batch.src, batch.tgt_in).float()  # (B, T, V)
         return smoothed_loss(logits, batch.tgt_out, self.hparams.label_smoothing, self.config.pad_id)
+
+    def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
+        if self.hparams.get("lr_schedule") == "budget":  # read before this step's scheduler update
+            self._spent = spent(self.trainer)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss, nll, n_tokens = self._losses(batch)
@@ -272,6 +289,8 @@ class TranslationModule(L.LightningModule):
         h = self.hparams
         if h.lr_schedule == "cosine":
             return cosine(step, h.peak_lr, h.warmup_steps, h.total_steps, h.min_lr)
+        if h.lr_schedule == "budget":
+            return budgeted(step, self._spent, h.peak_lr, h.warmup_steps, h.min_lr, h.get("cooldown", 1.0))
         return inverse_sqrt(step, self.config.d_model, h.warmup_steps, h.lr_factor)
 
     def configure_optimizers(self):
@@ -300,7 +319,8 @@ class TranslationModule(L.LightningModule):
             wall_minutes=self._wall_minutes() if self._fit_started is not None else self._minutes_before,
             # The latest validation scores when this checkpoint was written (servers report them).
             validation={k: float(v) for k, v in (self._trainer.callback_metrics.items() if self._trainer else [])
-                        if k.startswith("val_")})
+                        if k.startswith("val_")},
+            sizing=self.hparams.get("sizing"))
         # Random-number state, so that a resumed run draws the same dropout masks.
         checkpoint["rng"] = {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])}
 

@@ -101,3 +101,56 @@ def test_training_falls_back_from_bf16_on_a_cpu_that_would_emulate_it(no_bf16):
 
 def test_training_keeps_bf16_where_the_cpu_has_it(has_bf16):
     assert precision.training_precision("bf16-mixed", "cpu") == ("bf16-mixed", None)
+
+
+# -- accelerator: auto, precision by device (issue #43, item 5) ---------------------------------
+@pytest.fixture
+def devices(monkeypatch):
+    """Mock what this machine has: ``set(cuda=..., bf16=..., mps=...)``."""
+    import types
+
+    def set_(cuda=False, bf16=False, mps=False):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+        monkeypatch.setattr(torch.backends, "mps", types.SimpleNamespace(is_available=lambda: mps))
+
+    return set_
+
+
+@pytest.mark.parametrize("machine, device", [({"cuda": True}, "cuda"), ({"mps": True}, "mps"), ({}, "cpu"),
+                                             ({"cuda": True, "mps": True}, "cuda")])
+def test_auto_trains_on_the_gpu_there_is(devices, machine, device):
+    devices(**machine)
+    assert precision.training_device("auto") == precision.training_device(None) == device
+    assert precision.training_device("cpu") == "cpu"
+
+
+def test_a_bf16_recipe_on_each_device(devices, has_bf16):
+    devices(cuda=True, bf16=True)
+    assert precision.training_precision("bf16-mixed", "auto") == ("bf16-mixed", None)
+    devices(cuda=True, bf16=False)  # a T4 or V100: fp16 with loss scaling
+    chosen, why = precision.training_precision("bf16-mixed", "auto")
+    assert chosen == "16-mixed" and "before Ampere" in why
+    devices(mps=True)
+    chosen, why = precision.training_precision("bf16-mixed", "auto")
+    assert chosen == "32-true" and "Apple GPU" in why
+    devices()  # a CPU with bf16 units: as the recipe says
+    assert precision.training_precision("bf16-mixed", "auto") == ("bf16-mixed", None)
+
+
+def test_a_bf16_recipe_on_a_cpu_without_bf16_units_under_auto(devices, no_bf16):
+    devices()
+    chosen, why = precision.training_precision("bf16-mixed", "auto")
+    assert chosen == "32-true" and "no bf16 units" in why
+    assert precision.training_precision("16-mixed", "auto") == ("16-mixed", None)  # not ours to change
+
+
+def test_every_recipe_trains_where_the_user_is():
+    """Every shipped recipe but the GPU one says accelerator: auto (a GPU when there is one)."""
+    import yaml
+    from pathlib import Path
+
+    for path in sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml")):
+        trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer", {})
+        if "accelerator" in trainer:
+            assert trainer["accelerator"] == ("gpu" if path.stem == "paper-base" else "auto"), path.name

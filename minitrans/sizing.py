@@ -1,0 +1,124 @@
+"""The model a bounded run can afford on this machine (``model_size: auto``, issue #43).
+
+A 10-minute recipe makes 600 steps on a laptop CPU without bf16 units and 1,800 on one with
+them; the model that learns most in 10 minutes is not the same on both. The recipe names a
+table of candidates (:data:`CANDIDATES`, small to large); before training, :func:`probe` times a
+few real training steps of each (forward, backward, Adam, at the run's precision and batch size)
+and :func:`choose` takes the largest that still makes :data:`MIN_STEPS` steps in the budget. The
+threshold comes from the sweep in docs/results.md ("The 10-minute model by machine",
+``bench/quickstart_sizes.py``). The choice, its reason and the probe's figures are printed
+before training and stored in the checkpoint (``sizing``); ``minitrans evaluate`` reports them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+#: The dimensions a candidate sets (model.config's other settings stay as configured).
+DIMENSIONS = ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One model shape of the table."""
+
+    name: str
+    d_model: int
+    n_heads: int
+    n_encoder_layers: int
+    n_decoder_layers: int
+    d_ff: int
+
+    def dims(self) -> dict[str, int]:
+        return {k: v for k, v in asdict(self).items() if k != "name"}
+
+
+#: Small to large. ``m`` is the quickstart model of the first releases.
+CANDIDATES = (
+    Candidate("xs", 128, 4, 3, 3, 512),
+    Candidate("s", 192, 4, 3, 3, 768),
+    Candidate("m", 256, 4, 3, 3, 1024),
+    Candidate("l", 384, 6, 4, 4, 1536),
+    Candidate("xl", 512, 8, 6, 6, 2048),
+)
+#: The fewest steps (as the probe estimates them) a candidate must make in the budget to be
+#: chosen: in the sweep of docs/results.md the best model on both CPU classes was the largest
+#: whose estimate reached it (AVX2: xs at 1,467; AMX: s at 2,199, where m estimated 1,386).
+MIN_STEPS = 1400
+#: The share of a bounded run that validation takes (10 validations of 600 greedy sentences).
+VALIDATION_SHARE = 0.08
+
+
+def by_name(name: str) -> Candidate:
+    found = next((c for c in CANDIDATES if c.name == name), None)
+    if found is None:
+        from minitrans.errors import ConfigError
+
+        raise ConfigError(f"model_size {name!r}: choose auto, fixed, or one of {', '.join(c.name for c in CANDIDATES)}.")
+    return found
+
+
+def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: torch.dtype | None,
+                 device: str = "cpu", steps: int = 2) -> float:
+    """Seconds one training step of ``candidate`` takes here: a batch of ``max_tokens`` target
+    tokens (sentences of 16 pieces), forward, backward and Adam, ``dtype`` autocast (None: fp32);
+    the fastest of ``steps`` after one warm-up step."""
+    from minitrans.config import ModelConfig
+    from minitrans.transformer import Transformer
+
+    generator = torch.Generator().manual_seed(0)
+    rows = max(1, max_tokens // 16)
+    src = torch.randint(4, vocab_size, (rows, 16), generator=generator).to(device)
+    tgt = torch.randint(4, vocab_size, (rows, 17), generator=generator).to(device)
+    model = Transformer(ModelConfig(vocab_size=vocab_size, dropout=0.0, **candidate.dims())).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    best = float("inf")
+    for i in range(steps + 1):
+        if device != "cpu":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        with torch.autocast(torch.device(device).type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            logits = model(src, tgt[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), tgt[:, 1:].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if device != "cpu":
+            torch.cuda.synchronize()
+        if i:  # the first step allocates and packs: not counted
+            best = min(best, time.perf_counter() - started)
+    return best
+
+
+def probe(budget_seconds: float, vocab_size: int, max_tokens: int, dtype: torch.dtype | None, device: str = "cpu",
+          candidates: tuple[Candidate, ...] = CANDIDATES, timer=None) -> dict[str, float]:
+    """Seconds a step for each candidate, small to large, until one would make fewer than
+    :data:`MIN_STEPS` steps in the budget (the larger ones would make fewer still)."""
+    timer = timer or step_seconds
+    seconds: dict[str, float] = {}
+    for candidate in candidates:
+        seconds[candidate.name] = timer(candidate, vocab_size, max_tokens, dtype, device)
+        if expected_steps(budget_seconds, seconds[candidate.name]) < MIN_STEPS:
+            break
+    return seconds
+
+
+def expected_steps(budget_seconds: float, seconds_per_step: float) -> int:
+    return int(budget_seconds * (1 - VALIDATION_SHARE) / max(seconds_per_step, 1e-9))
+
+
+def choose(seconds: dict[str, float], budget_seconds: float,
+           candidates: tuple[Candidate, ...] = CANDIDATES) -> tuple[Candidate, str]:
+    """The largest probed candidate that makes :data:`MIN_STEPS` steps in the budget (else the
+    smallest), and a line saying why."""
+    probed = [c for c in candidates if c.name in seconds]
+    fitting = [c for c in probed if expected_steps(budget_seconds, seconds[c.name]) >= MIN_STEPS]
+    chosen = fitting[-1] if fitting else probed[0]
+    rates = ", ".join(f"{c.name} {expected_steps(budget_seconds, seconds[c.name]):,}" for c in probed)
+    why = (f"the largest that makes {MIN_STEPS:,} steps in {budget_seconds / 60:.0f} minutes here (steps "
+           f"expected: {rates})" if fitting else
+           f"no candidate makes {MIN_STEPS:,} steps in {budget_seconds / 60:.0f} minutes here ({rates}): the smallest")
+    return chosen, why
