@@ -4,6 +4,13 @@ fp32 vs bf16 autocast, explicit vs fused attention, with the time the data loade
     MINITRANS_DATA=../shared/data python bench/benchmark_train.py [--steps 20] [--d-model 256 --layers 3]
     MINITRANS_DATA=../shared/data python bench/benchmark_train.py --settings "bf16 explicit" --allocator default
     MINITRANS_DATA=../shared/data python bench/benchmark_train.py --settings "bf16 explicit" --allocator tuned
+    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
+      MINITRANS_DATA=../shared/data python bench/benchmark_train.py --settings "fp32 explicit" --peak --profile
+
+``--peak`` also times a large fp32 matrix product (the machine's fp32 peak as PyTorch reaches it)
+and says what share of it each setting's step reaches: matrix FLOPs of a step counted as
+6 x (encoder weights x padded source tokens + (decoder weights + output projection) x padded
+target tokens), attention's products included.
 
 The allocator setting (see minitrans.runtime) is process-wide, so compare it across two runs,
 alternated; the script prints the process's system CPU time (page faults) beside the rate.
@@ -44,6 +51,7 @@ def main() -> None:
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of: " + ", ".join(SETTINGS))
     parser.add_argument("--allocator", choices=["default", "tuned"], default="default",
                         help="glibc malloc as it is, or as MINITRANS_MALLOC=tuned sets it (minitrans.runtime)")
+    parser.add_argument("--peak", action="store_true", help="report each step's share of fp32 matrix peak")
     parser.add_argument("--profile", action="store_true",
                         help="also print torch.profiler's top operators for each setting")
     args = parser.parse_args()
@@ -60,6 +68,9 @@ def main() -> None:
     print(f"data loader: {per_batch_ms:.2f} ms per batch over a {len(epoch)}-batch epoch "
           "(collation in the training process)")
     batches = epoch[: args.steps + args.warmup]
+    peak = matmul_peak() if args.peak else None
+    if peak:
+        print(f"fp32 matrix peak here: {peak:.1f} GFLOP/s (2048 x 2048 products, {torch.get_num_threads()} threads)")
     for name in args.settings.split(","):
         bf16, fused = SETTINGS[name.strip()]
         torch.manual_seed(0)
@@ -92,6 +103,10 @@ def main() -> None:
         cpu = os.times()
         print(f"{name:<14} {tokens / seconds:8.0f} target tok/s   median step {step_ms[len(step_ms) // 2]:6.0f} ms   "
               f"system CPU {cpu.system - cpu_before.system:5.1f} s, user {cpu.user - cpu_before.user:5.1f} s", flush=True)
+        if peak:
+            flops = sum(step_flops(model, b) for b in batches[args.warmup:])
+            print(f"{'':<14} {flops / seconds / 1e9:8.1f} GFLOP/s of matrix work: {flops / seconds / 1e9 / peak:.0%} "
+                  "of the fp32 peak", flush=True)
         if args.profile:
             from torch.profiler import ProfilerActivity, profile
 
@@ -99,6 +114,34 @@ def main() -> None:
                 for batch in batches[args.warmup: args.warmup + 5]:
                     train_step(batch)
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8, max_name_column_width=50))
+
+
+def matmul_peak(n: int = 2048, repeats: int = 5) -> float:
+    """GFLOP/s of the fastest of ``repeats`` fp32 (n x n) products."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = min(_timed(lambda: torch.mm(a, b)) for _ in range(repeats))
+    return 2 * n ** 3 / best / 1e9
+
+
+def _timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def step_flops(model, batch) -> float:
+    """Matrix FLOPs of one training step (forward + backward = 3 x forward's 2 per weight and
+    token), on the padded batch as the kernels see it; attention's QK^T and AV products too."""
+    d = model.config.d_model
+    encoder = sum(p.numel() for n, p in model.encoder.named_parameters() if p.dim() > 1)
+    decoder = sum(p.numel() for n, p in model.decoder.named_parameters() if p.dim() > 1)
+    output = model.config.vocab_size * d
+    src, tgt = batch.src.numel(), batch.tgt_in.numel()
+    s_len, t_len = batch.src.size(1), batch.tgt_in.size(1)
+    attention = 2 * 2 * d * (model.config.n_encoder_layers * src * s_len
+                             + model.config.n_decoder_layers * tgt * (t_len + s_len))
+    return 3 * (2 * (encoder * src + (decoder + output) * tgt) + attention)
 
 
 if __name__ == "__main__":
