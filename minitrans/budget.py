@@ -103,6 +103,21 @@ class ValidateByTheClock(Callback):
             self._done = int(spent(trainer) * self.per_budget)  # a resumed run continues its marks
             log.info("Validating %d times per budget (trainer.val_check_interval is not used)", self.per_budget)
             self._hold(trainer, validate=False)
+            self._after_each_validation(trainer)
+
+    @staticmethod
+    def _after_each_validation(trainer: L.Trainer) -> None:
+        """Early stopping and checkpoints act when a validation ends, not at epoch ends: with
+        ``val_check_interval`` at its per-epoch default Lightning would check them at the end of
+        every epoch, where the validations of this callback need not have run yet (the metric
+        is missing: a crash, or an epoch of patience used up by one validation)."""
+        from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+        for callback in trainer.callbacks:
+            if isinstance(callback, EarlyStopping):
+                callback._check_on_train_epoch_end = False
+            elif isinstance(callback, ModelCheckpoint):
+                callback._save_on_train_epoch_end = False
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args) -> None:
         if not self.active(trainer):

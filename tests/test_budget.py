@@ -82,18 +82,18 @@ class Steps(L.Callback):
 
 
 def run(prepared, clock, *, stop_at=None, ckpt_path=None, save_to=None, per_budget=0, max_time="00:00:01:40",
-        max_epochs=1000, validation_seconds=0.0, **trainer_kwargs):
+        max_epochs=1000, validation_seconds=0.0, callbacks=(), **trainer_kwargs):
     L.seed_everything(1, verbose=False)
     dm = make_datamodule(Path(prepared.hparams.data_dir), prepared.hparams.cache_dir)
     module = TranslationModule(ModelConfig(**SMALL), lr_schedule="budget", peak_lr=PEAK, warmup_steps=4,
                                val_bleu=False)
     steps = Steps(clock, stop_at)
     steps.validation_seconds = validation_seconds
+    settings = {"check_val_every_n_epoch": None, "val_check_interval": 10 ** 6, **trainer_kwargs}
     trainer = L.Trainer(max_time=max_time, max_epochs=max_epochs, accelerator="cpu", logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        limit_val_batches=1, num_sanity_val_steps=0, check_val_every_n_epoch=None,
-                        val_check_interval=10 ** 6, use_distributed_sampler=False,
-                        callbacks=[steps, ValidateByTheClock(per_budget)], **trainer_kwargs)
+                        limit_val_batches=1, num_sanity_val_steps=0, use_distributed_sampler=False,
+                        callbacks=[steps, ValidateByTheClock(per_budget), *callbacks], **settings)
     trainer.fit(module, dm, ckpt_path=ckpt_path, weights_only=True)
     if save_to:
         trainer.save_checkpoint(save_to)
@@ -161,6 +161,19 @@ def test_validation_by_the_clock_survives_a_resume(prepared, clock, tmp_path):
 def test_off_leaves_val_check_interval_in_charge(prepared, clock):
     steps, _ = run(prepared, clock, per_budget=0)
     assert steps.validated == [20]  # only the final one (val_check_interval is 10**6 here)
+
+
+def test_early_stopping_waits_for_the_validations_of_the_budget(prepared, clock):
+    """With Lightning's per-epoch validation settings (multi30k-small's), epochs end before the
+    first validation by the clock: early stopping must check after validations, not crash at
+    the first epoch end for want of its metric (it did)."""
+    from lightning.pytorch.callbacks import EarlyStopping
+
+    stopper = EarlyStopping(monitor="val_loss", patience=100)
+    steps, _ = run(prepared, clock, per_budget=2, check_val_every_n_epoch=1, val_check_interval=1.0,
+                   limit_train_batches=3, callbacks=[stopper])  # epochs of 3 steps, validations at 10 and 20
+    assert steps.validated == [10, 20]
+    assert stopper.wait_count < 2 and stopper.best_score.isfinite()
 
 
 def test_a_negative_count_is_refused():
