@@ -11,7 +11,11 @@ memory is its own; rounds alternate the systems (these machines are noisy: the t
 the median round). Columns: sentences/s, output tokens/s, BLEU, the share of outputs
 identical to native fp32's, peak RSS.
 
-Systems: ``native-auto`` (what a user gets with no flag: ``--precision auto``), ``native-fp32``,
+Systems: ``default`` (what a user gets with no flag: ``--engine auto --precision auto``, the
+checkpoint's cached CTranslate2 conversion where CTranslate2 is installed, issue #45; the
+conversion is made before the timed runs, as a user's second run finds it), ``auto-fp32`` and
+``auto-int8`` (``--engine auto`` with that ``--precision``), ``native-auto`` (the native engine
+with ``--precision auto``), ``native-fp32``,
 ``native-bf16`` (``--precision bf16``: weights
 cast once and prepacked), either ending in ``-shortlist`` (``--shortlist``: the checkpoint's
 vocabulary shortlist from ``minitrans shortlist``; the others score the full vocabulary) or in
@@ -84,6 +88,9 @@ def child(args: argparse.Namespace) -> None:
     if system.startswith("ct2-"):
         translator = Translator.from_export(Path(args.workdir) / system, threads=args.threads,
                                             max_tokens=args.max_tokens, **workers)
+    elif system == "default" or system.startswith("auto-"):  # --engine auto (the cache: see main)
+        precision = {} if system == "default" else {"precision": system[5:]}
+        translator = Translator.load(args.checkpoint, max_tokens=args.max_tokens, **precision, **workers)
     else:
         options = {} if not hasattr(Translator, "precision") else {  # a --baseline checkout may predate them
             "precision": "auto" if system == "native-auto" else "bf16" if system.startswith("native-bf16") else "fp32",
@@ -104,7 +111,10 @@ def child(args: argparse.Namespace) -> None:
         if system.startswith("native-int8"):
             quantize_int8(translator.model, legacy=system.endswith("legacy"))
     started = time.perf_counter()
-    results = translator.translate_detailed(sources, beam_size=beam, use_cache=not system.endswith("nocache"))
+    if args.one_at_a_time:  # a server's lone requests: latency, not throughput
+        results = [r for s in sources for r in translator.translate_detailed([s], beam_size=beam)]
+    else:
+        results = translator.translate_detailed(sources, beam_size=beam, use_cache=not system.endswith("nocache"))
     seconds = time.perf_counter() - started
     hyps = [r.text for r in results]
     tokens = sum(len(seq) + 1 for seq in translator.tokenizer.encode(hyps))  # + eos
@@ -178,6 +188,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="instead of the table: profile the default native path (one worker) on the first "
                              "--limit sentences of the first mode (torch.profiler, operators by self CPU time)")
+    parser.add_argument("--one-at-a-time", action="store_true",
+                        help="translate each sentence by its own call (a lone request's latency is 1 / sent/s)")
     parser.add_argument("--baseline", action="append", default=[],
                         help="a minitrans checkout whose engine runs as systems baseline-<x> (baseline-fp32, "
                              "baseline-auto); NAME=DIR runs it as NAME-<x>; may be repeated")
@@ -203,6 +215,10 @@ def main() -> None:
         for name in sorted({parse_system(system)[0] for system in systems}):
             if name.startswith("ct2-"):
                 export_ctranslate2(args.checkpoint, Path(workdir) / name, name[4:])
+            if name == "default" or name.startswith("auto-"):  # the user's cache, converted now if need be
+                from minitrans.ctranslate2_cache import converted
+
+                converted(args.checkpoint)
         runs: dict[tuple[str, str], list[dict]] = {}
         for round_ in range(args.rounds):
             for mode in modes:
@@ -212,7 +228,7 @@ def main() -> None:
                                "--workers", str(workers),
                                "--mode", mode, "--workdir", workdir, "--split", args.split,
                                "--limit", str(args.limit), "--threads", str(args.threads),
-                               "--max-tokens", budget or str(args.max_tokens)]
+                               "--max-tokens", budget or str(args.max_tokens)] + ["--one-at-a-time"] * args.one_at_a_time
                     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
                     if system.endswith(("+tuned", "+untuned")):
                         env["MINITRANS_MALLOC"] = "tuned" if system.endswith("+tuned") else "default"

@@ -21,7 +21,7 @@ CTranslate2's length penalty 0.2, no relative length limit, unknown pieces repla
 source piece they attend to most, ``_`` decoded as a space, and ``compute_type`` ``auto``
 (int8 on CPUs that have it; ``ARGOS_COMPUTE_TYPE=float32`` keeps our weights). With
 ``ARGOS_BEAM_SIZE=1`` and ``float32`` its output equals minitrans's greedy output (tested).
-Needs the ``[ct2]`` extra.
+Needs the ``[ct2]`` extra (onnx, for the sentence splitter); CTranslate2 itself is a core dependency.
 """
 
 from __future__ import annotations

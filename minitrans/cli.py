@@ -35,10 +35,11 @@ LIGHTNING_COMMANDS = ("train", "fit", "validate", "test")
 DECODING_COMMANDS = ("translate", "evaluate", "calibrate", "serve", "distill")
 #: Lines translated at once from a file or stdin: large enough for full decoding batches.
 CHUNK_LINES = 1000
-PRECISION_HELP = ("number format of decoding (native engine): auto (default) = bf16 on a CPU with AMX or "
-                  "AVX-512-BF16 and on a GPU with bf16, fp32 elsewhere (bf16 without those units is emulated, "
-                  "slower); fp32; bf16 (quickstart on AMX: beam 5 1.5x fp32, BLEU within 0.16); int8 (dynamic "
-                  "int8 matrices, CPU). /v1/model and evaluate's report say which was picked and why")
+PRECISION_HELP = ("number format of decoding. auto (default): on CTranslate2 int8 (BLEU within 0.3 of fp32 on "
+                  "the models measured, docs/speed.md); on the native engine bf16 on a CPU with AMX or "
+                  "AVX-512-BF16 and on a GPU with bf16, fp32 elsewhere. fp32 (both engines give the same "
+                  "translations); bf16 (native engine); int8. The stderr line, /v1/model and evaluate's report "
+                  "say which was picked and why")
 BF16_HELP = "the same as --precision bf16"
 SHORTLIST_HELP = ("score only the checkpoint's vocabulary shortlist (written by `minitrans shortlist`): faster "
                   "beam search, but it cost the quickstart model 0.14-0.52 BLEU (docs/speed.md), so it is off "
@@ -547,8 +548,15 @@ def _load_translator(paths: list[str], a: argparse.Namespace):
     if a.ensemble:
         if a.engine == "ctranslate2":
             raise UsageError("--ensemble runs on the native engine: give .ckpt files without --engine ctranslate2.")
-        return Translator.from_checkpoints(paths, device=a.device, **engine_options(a))
-    return Translator.load(paths[0], a.engine, device=a.device, **engine_options(a))
+        translator = Translator.from_checkpoints(paths, device=a.device, **engine_options(a))
+    else:
+        plotting = getattr(a, "plot_attention", None) and a.engine == "auto"  # the whole run on one engine
+        translator = Translator.load(paths[0], "native" if plotting else a.engine, device=a.device,
+                                     **engine_options(a))
+        if plotting:
+            translator.engine.reason = "auto: --plot-attention (attention weights come from the native engine)"
+    print(translator.describe(), file=sys.stderr)
+    return translator
 
 
 def engine_options(a: argparse.Namespace) -> dict:
@@ -762,10 +770,12 @@ def cmd_download(a: argparse.Namespace) -> None:
     print(download(a.dataset, a.to))
 
 
-MODEL_HELP = "a .ckpt, or a folder written by `minitrans export` (with --engine ctranslate2)"
+MODEL_HELP = "a .ckpt, or a folder written by `minitrans export`"
 INT8_HELP = "the same as --precision int8"
 ENSEMBLE_HELP = "decode several checkpoints (same tokenizer) as one model, averaging their probabilities"
-ENGINE_HELP = "native (PyTorch) or ctranslate2 (an exported folder); default: by what the model path is"
+ENGINE_HELP = ("auto (default): CTranslate2 when it is installed and the work needs nothing only the native "
+               "engine has (a .ckpt is converted once and cached), else native; native (PyTorch: the reference, "
+               "attention, --shortlist, --ensemble, bf16); ctranslate2 (an exported folder)")
 WORKERS_HELP = ("beam-search batches decoded at once, each by its own thread with a share of the CPU threads "
                 "(default 0: two on a CPU with two or more threads, else one)")
 
@@ -785,10 +795,10 @@ def add_decoding_flags(p: argparse.ArgumentParser, whose: str = "") -> None:
     """The decoding flags ``translate``, ``evaluate`` and ``serve`` share, defined once:
     ``--engine --device --precision (--bf16 --int8) --shortlist --workers --beam --alpha``."""
     from minitrans.precision import PRECISIONS
-    from minitrans.engines import ENGINES
+    from minitrans.engines import ENGINE_CHOICES
     from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
 
-    p.add_argument("--engine", choices=ENGINES, help=ENGINE_HELP)
+    p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=ENGINE_HELP)
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default %(default)s)")
     p.add_argument("--precision", choices=PRECISIONS, default="auto", help=PRECISION_HELP)
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)

@@ -67,7 +67,7 @@ def import_ctranslate2():
     try:
         import ctranslate2
     except ImportError:
-        raise UsageError('The CTranslate2 engine needs the ctranslate2 package: pip install -e ".[ct2]"') from None
+        raise UsageError('The CTranslate2 engine needs the ctranslate2 package: pip install ctranslate2') from None
     return ctranslate2
 
 
@@ -97,19 +97,46 @@ def read_metadata(path: str | os.PathLike) -> dict:
 metadata = read_metadata  # the registry's name for it
 
 
+#: ``--precision`` → CTranslate2 compute type (bf16 has none on a CPU; int8 is int8 weights
+#: with float32 activations there).
+COMPUTE_TYPES = {"fp32": "float32", "int8": "int8"}
+#: Why ``--engine auto`` decodes a checkpoint's conversion in int8 (docs/speed.md, "Fast by default").
+INT8_REASON = "auto: int8 kept BLEU within 0.3 of float32 on every model measured (docs/speed.md)"
+
+
+def compute_type_for(precision: str, device: str = "cpu") -> tuple[str, str]:
+    """``(CTranslate2 compute type, reason)`` for ``--precision`` on a checkpoint's float32
+    conversion (:mod:`minitrans.auto_engine`): ``auto`` is int8 on a CPU (:data:`INT8_REASON`)
+    and the float32 weights elsewhere (CTranslate2 on GPUs is not measured here)."""
+    if precision == "auto":
+        if torch.device(device).type == "cpu":
+            return "int8", INT8_REASON
+        return "default", "auto: the float32 weights (not measured on this device)"
+    if precision not in COMPUTE_TYPES:
+        raise UsageError(f"--precision {precision} is for the native engine (CTranslate2 has fp32 and int8): use "
+                         "--engine native for it, or --precision fp32 or int8.")
+    return COMPUTE_TYPES[precision], f"asked for with --precision {precision}"
+
+
 def load(path: str | os.PathLike, device: str = "cpu", bf16: bool = False, int8: bool = False, workers: int = 0,
-         max_tokens: int | None = None, compute_type: str = "default", threads: int = 0, precision: str = "auto",
-         shortlist: bool = False):
-    """``(CTranslate2Engine, tokenizer, metadata)`` of an exported folder (its weight type is
-    chosen at export: ``precision`` stays ``auto``; ``shortlist`` is the native engine's)."""
-    if bf16 or int8 or precision not in (None, "auto"):
-        raise UsageError("--precision (--bf16, --int8) is for the native engine; export with --quantization "
-                         "instead.")
+         max_tokens: int | None = None, compute_type: str | None = None, threads: int = 0, precision: str = "auto",
+         shortlist: bool = False, reason: str | None = None):
+    """``(CTranslate2Engine, tokenizer, metadata)`` of an exported folder. It decodes in
+    ``compute_type`` (one of CTranslate2's, ``reason`` saying why) if given; else ``precision``
+    ``auto`` keeps the weight type chosen at export (``minitrans export --quantization``), and
+    ``fp32`` / ``int8`` convert to it (:data:`COMPUTE_TYPES`). ``shortlist`` is the native engine's."""
+    from minitrans.precision import requested
+
+    precision = requested(precision, bf16, int8)
     if not is_export(path):
         raise UsageError(f"--engine ctranslate2 needs a folder written by `minitrans export`, and {path} is not "
                          "one: export it with `minitrans export -m CKPT -o OUTDIR`.")
-    engine, tokenizer, meta = load_export(path, device, compute_type, threads, workers)
+    if compute_type is None and precision != "auto":
+        compute_type, reason = compute_type_for(precision, device)
+    engine, tokenizer, meta = load_export(path, device, compute_type or "default", threads, workers)
     engine.max_tokens = max_tokens or meta.get("decoding", {}).get("max_tokens") or engine.max_tokens
+    if reason:
+        engine.precision = Precision(engine.translator.compute_type, precision, reason)
     return engine, tokenizer, meta
 
 
@@ -129,6 +156,7 @@ class CTranslate2Engine:
     """
 
     name = "ctranslate2"
+    reason = "asked for with --engine ctranslate2"
     bf16 = False
 
     def __init__(self, path: str | os.PathLike, tokenizer: Tokenizer, config: ModelConfig, device: str = "cpu",

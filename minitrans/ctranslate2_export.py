@@ -27,7 +27,7 @@ The folder also holds the SentencePiece model (``sentencepiece.model``) and mini
 metadata (``minitrans.json``: model config, tokenizer fingerprint, training data, decoding
 limits), so :class:`~minitrans.ctranslate2_engine.CTranslate2Engine` translates with the same
 normalisation, segmentation, limits and detokenisation as the checkpoint. Search
-conventions are the engine's business (see there). Needs the ``[ct2]`` extra.
+conventions are the engine's business (see there). Needs ``ctranslate2`` (a core dependency).
 """
 
 from __future__ import annotations

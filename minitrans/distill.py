@@ -71,7 +71,8 @@ def translate_resumable(sources: list[str], out: Path, teachers: list[str], beam
                          "other inputs. Delete it and run again.")
     if done:
         log.info("resuming after %d translated lines (%s)", len(done), partial)
-    translator = Translator.from_checkpoints(teachers, bf16=bf16, precision=precision)
+    translator = Translator.from_checkpoints(teachers, engine="auto", bf16=bf16, precision=precision)
+    log.info("%s", translator.describe())
     if translator.languages != ("en", "fr"):
         raise UsageError(f"--teacher {teachers[0]} translates {'-'.join(translator.languages)}; distill makes "
                          "English→French data from English text, so the teacher must be an English→French model.")

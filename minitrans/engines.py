@@ -20,6 +20,8 @@ A reader module provides ``recognises(path) -> bool``, ``load(path, device, **op
 (engine, tokenizer, metadata)`` and ``metadata(path) -> dict``; a writer module provides
 ``export(checkpoint, output_dir, quantization, force) -> Path`` and ``QUANTIZATIONS``.
 Modules are imported only when their format is used (reading never imports a writer).
+``--engine auto``, the default, is not a format: :mod:`minitrans.auto_engine` picks a reader for
+the work (CTranslate2 for a checkpoint where it can, through a cached conversion).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Engine(Protocol):
     """What :class:`~minitrans.translate.Translator` asks of an engine."""
 
     name: str
+    reason: str  # why this engine decodes (--engine auto's choice, or "asked for with --engine NAME")
     workers: int  # batches decoded at once
     bf16: bool
     precision: Precision  # what it decodes in, and why (minitrans.precision)
@@ -101,13 +104,17 @@ REGISTRY: dict[str, Format] = {
     "hf": Format(reader=None, writer="minitrans.hf_export"),
 }
 ENGINES = tuple(name for name, fmt in REGISTRY.items() if fmt.reader)
+#: What ``--engine`` accepts: ``auto`` (the default, :mod:`minitrans.auto_engine`) or a reader.
+ENGINE_CHOICES = ("auto", *ENGINES)
 EXPORT_FORMATS = tuple(name for name, fmt in REGISTRY.items() if fmt.writer)
 
 
 def reader(name: str) -> ModuleType:
-    """The module that reads format ``name``."""
+    """The module that reads format ``name`` (``auto``: :mod:`minitrans.auto_engine`, which picks one)."""
+    if name == "auto":
+        return importlib.import_module("minitrans.auto_engine")
     if name not in ENGINES:
-        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {name!r}.")
+        raise UsageError(f"--engine must be one of {', '.join(ENGINE_CHOICES)}, got {name!r}.")
     return importlib.import_module(REGISTRY[name].reader)
 
 
@@ -124,11 +131,17 @@ def engine_for(path: str | os.PathLike) -> str:
     return next((name for name in ENGINES if reader(name).recognises(Path(path))), "native")
 
 
-def open_model(path: str | os.PathLike, engine: str | None = None, device: str = "cpu", **options):
-    """``(engine, tokenizer, metadata)`` of the model at ``path``, read by ``engine`` (default:
-    by what the path is). Each reader's ``load`` refuses, in one line naming the right
-    ``--engine``, a path of another format."""
-    return reader(engine or engine_for(path)).load(path, device, **options)
+def is_exported(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an exported folder (read by its format's engine), not a checkpoint."""
+    return engine_for(path) != "native"
+
+
+def open_model(path: str | os.PathLike, engine: str | None = "auto", device: str = "cpu", **options):
+    """``(engine, tokenizer, metadata)`` of the model at ``path``, read by ``engine`` (``auto``
+    or None: an exported folder by its reader, a checkpoint by the fastest engine that can do the
+    work, :mod:`minitrans.auto_engine`). Each reader's ``load`` refuses, in one line naming the
+    right ``--engine``, a path of another format."""
+    return reader(engine or "auto").load(path, device, **options)
 
 
 def load_metadata(path: str | os.PathLike) -> dict:

@@ -91,7 +91,7 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
                         progress=None) -> tuple[dict[str, Any], list[str]]:
     """Translate ``sources`` with a checkpoint and score them. Returns (report, hypotheses).
     ``progress(n)`` is called as each decoding batch of n sentences is done."""
-    translator = translator or Translator.from_checkpoint(checkpoint, device=device, bf16=bf16)
+    translator = translator or Translator.load(checkpoint, device=device, bf16=bf16)  # --engine auto
     started = time.perf_counter()
     # A test set's lines are its sentences, aligned with the references: each is translated
     # whole (split=False), so a score measures the model, not the segmenter.
@@ -100,7 +100,8 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
     seconds = time.perf_counter() - started
     hyps = [r.text for r in results]
     report = {"checkpoint": str(checkpoint), "sentences": len(sources),
-              "decoding": {"engine": translator.engine.name, "beam_size": beam_size, "alpha": alpha,
+              "decoding": {"engine": translator.engine.name, "engine_reason": translator.engine_reason,
+                           "workers": translator.engine.workers, "beam_size": beam_size, "alpha": alpha,
                            "max_len_a": translator.max_len_a,
                            "max_len_b": translator.max_len_b, "device": device,
                            "bf16": translator.bf16, "precision": translator.precision,

@@ -48,7 +48,9 @@ def load(path: str | os.PathLike, device: str = "cpu", bf16: bool = False, int8:
     budget = max_tokens or meta.get("decoding", {}).get("max_tokens") or 6000
     entry = meta.get("shortlist") if shortlist else None
     listed = Shortlist.from_entry(entry, model.config.vocab_size, str(path)) if isinstance(entry, dict) else None
-    return NativeEngine(model, budget, precision, workers, shortlist=listed), tokenizer, meta
+    engine = NativeEngine(model, budget, precision, workers, shortlist=listed)
+    engine.reason = "asked for with --engine native"
+    return engine, tokenizer, meta
 
 
 def metadata(path: str | os.PathLike) -> dict:
@@ -127,6 +129,7 @@ class NativeEngine:
     """
 
     name = "native"
+    reason = "a model given to the Translator"
 
     def __init__(self, model, max_tokens: int = 6000, precision: str = "fp32", workers: int = 0,
                  prepack: bool = True, shortlist: Shortlist | None = None) -> None:

@@ -81,7 +81,9 @@ def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
             "vocab_size": translator.tokenizer.vocab_size,
             "training_data": {k: data.get(k) for k in ("dataset", "corpora", "vocab_size") if k in data},
             "validation": meta.get("validation"), "averaged_from": public.get("averaged_from"),
-            "decoding": {"max_len_a": translator.max_len_a, "max_len_b": translator.max_len_b,
+            "decoding": {"engine": translator.engine.name, "engine_reason": translator.engine_reason,
+                         "attention": translator.decoding()["attention"],
+                         "max_len_a": translator.max_len_a, "max_len_b": translator.max_len_b,
                          "bf16": translator.bf16, "precision": translator.precision,
                          "shortlist": translator.shortlist,
                          "workers": translator.engine.workers}}
@@ -216,13 +218,15 @@ def create_app(translators, settings: ServerSettings | None = None):
 
 def check_attention(translator: Translator, info: dict, texts: list[str], split: bool, lang: str,
                     settings: ServerSettings) -> None:
-    """Refuse a request for attention weights the engine cannot give (422) or that would pass
-    ``max_attention_values`` (413)."""
+    """Refuse a request for attention weights no engine here can give (422: an exported folder,
+    an ensemble) or that would pass ``max_attention_values`` (413). A checkpoint served by
+    CTranslate2 gives them from its native copy (:meth:`Translator.attention_engine`)."""
     from fastapi import HTTPException
 
-    if info["engine"] != "native":
-        raise HTTPException(422, f"attention weights come from the native engine; this server runs "
-                                 f"{info['engine']}. Ask without attention.")
+    if not info["decoding"]["attention"]:
+        raise HTTPException(422, f"attention weights come from the native engine, and this server runs "
+                                 f"{info['engine']} on a model with no native copy (an exported folder or an "
+                                 "ensemble). Ask without attention, or serve the .ckpt.")
     sentences = [s for text in texts for s in segment.split(text.strip(), lang).sentences] if split else texts
     values = attention_values(translator, sentences)
     if values > settings.max_attention_values:
@@ -309,7 +313,7 @@ def check_port(host: str, port: int) -> None:
 
 
 def serve(checkpoints: str | list[str], host: str = "127.0.0.1", port: int = 8000, device: str = "cpu",
-          bf16: bool = False, settings: ServerSettings | None = None, engine: str | None = None, int8: bool = False,
+          bf16: bool = False, settings: ServerSettings | None = None, engine: str | None = "auto", int8: bool = False,
           workers: int = 0, precision: str = "auto", shortlist: bool = False) -> None:
     """Load the checkpoints (or exported folders; one per direction) and serve them with
     uvicorn until SIGINT/SIGTERM. ``precision`` (``bf16``/``int8``: its older switches) and
@@ -322,7 +326,7 @@ def serve(checkpoints: str | list[str], host: str = "127.0.0.1", port: int = 800
     settings = settings or ServerSettings()
     app = create_app(translators, settings)
     for path, t in zip(paths, translators):
-        log.info("serving %s (%s→%s) on http://%s:%d", path, *t.languages, host, port)
+        log.info("serving %s (%s→%s) on http://%s:%d, %s", path, *t.languages, host, port, t.describe())
     # The grace period outlasts timeout_s: every request in flight at SIGTERM gets its answer.
     # The protocol gives each request's headers a deadline and caps the open connections.
     from minitrans.server_guard import BACKLOG, connection_protocol

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from minitrans.checkpoint import load_for_inference
 from minitrans import languages, segment
 from minitrans.confidence import confidence
 from minitrans.cleaning import check_unicode, clean, has_words, without_format_characters
-from minitrans.engines import open_model
+from minitrans.engines import is_exported, open_model
 from minitrans.native_engine import NativeEngine
 from minitrans.precision import requested
 from minitrans.errors import CheckpointError, UsageError
@@ -96,6 +97,9 @@ class Translator:
         self.tokenizer = tokenizer
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.meta: dict = {}
+        self._native_source = None  # (path, device, options): a checkpoint another engine decodes
+        self._native = None  # its native engine, for attention weights (attention_engine)
+        self._native_lock = threading.Lock()
 
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, device: str = "cpu", **kwargs) -> "Translator":
@@ -103,11 +107,12 @@ class Translator:
         return cls.load(path, "native", device, **kwargs)
 
     @classmethod
-    def from_checkpoints(cls, paths: list[str | os.PathLike], device: str = "cpu", **kwargs) -> "Translator":
-        """An ensemble of checkpoints trained with the same tokenizer (:mod:`minitrans.ensemble`);
-        one path gives the plain model."""
+    def from_checkpoints(cls, paths: list[str | os.PathLike], device: str = "cpu", engine: str = "native",
+                         **kwargs) -> "Translator":
+        """An ensemble of checkpoints trained with the same tokenizer (:mod:`minitrans.ensemble`,
+        native engine); one path gives the plain model, read by ``engine`` (:meth:`load`)."""
         if len(paths) == 1:
-            return cls.from_checkpoint(paths[0], device, **kwargs)
+            return cls.load(paths[0], engine, device, **kwargs)
         from minitrans.ensemble import Ensemble
 
         kwargs.pop("shortlist", None)  # an ensemble scores the whole vocabulary
@@ -122,28 +127,70 @@ class Translator:
         meta = {**loaded[0][2], "ensemble": [str(p) for p in paths]}
         translator = cls(Ensemble([m for m, _, _ in loaded]).eval(), loaded[0][1],
                          **{**meta.get("decoding", {}), **kwargs})
+        translator.engine.reason = "an ensemble runs on the native engine"
         translator.meta = meta
         return translator
 
     @classmethod
-    def from_export(cls, path: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
+    def from_export(cls, path: str | os.PathLike, device: str = "cpu", compute_type: str | None = None,
                     threads: int = 0, workers: int = 0, **kwargs) -> "Translator":
-        """Load a folder written by ``minitrans export`` (CTranslate2 engine)."""
+        """Load a folder written by ``minitrans export`` (CTranslate2 engine), in the weight type
+        chosen at export unless ``compute_type`` or ``precision`` (fp32, int8) says otherwise."""
         return cls.load(path, "ctranslate2", device, compute_type=compute_type, threads=threads, workers=workers,
                         **kwargs)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, engine: str | None = None, device: str = "cpu", **kwargs) -> "Translator":
-        """A model of any registered format (:data:`minitrans.engines.REGISTRY`): a checkpoint
-        (native engine), an exported folder (``ctranslate2``) ...; ``engine`` None picks by
-        what ``path`` is. ``kwargs`` are the engine's options (``bf16``, ``int8``, ``workers``,
-        ``max_tokens``, ...) and the decoding limits ``max_len_a``, ``max_len_b``."""
+    def load(cls, path: str | os.PathLike, engine: str | None = "auto", device: str = "cpu",
+             **kwargs) -> "Translator":
+        """A model of any registered format (:data:`minitrans.engines.REGISTRY`): a checkpoint,
+        an exported folder (``ctranslate2``) ...; ``engine`` ``auto`` (or None, the default)
+        decodes with the fastest engine that can do the work (:mod:`minitrans.auto_engine`),
+        ``native`` or ``ctranslate2`` force one. ``kwargs`` are the engine's options
+        (``precision``, ``workers``, ``max_tokens``, ``shortlist``) and the decoding limits
+        ``max_len_a``, ``max_len_b``. A checkpoint decoded by CTranslate2 still gives attention
+        weights: a native copy is loaded the first time they are asked for."""
         limits = {k: kwargs.pop(k) for k in ("max_len_a", "max_len_b") if k in kwargs}
         model_engine, tokenizer, meta = open_model(path, engine, device, **kwargs)
         decoding = {k: v for k, v in meta.get("decoding", {}).items() if k in ("max_len_a", "max_len_b")}
         translator = cls(model_engine, tokenizer, **{**decoding, **limits})
         translator.meta = meta
+        if not isinstance(model_engine, NativeEngine) and not is_exported(path):
+            translator._native_source = (path, device, kwargs)
         return translator
+
+    @property
+    def engine_reason(self) -> str:
+        """Why this engine decodes (``--engine auto``'s choice, or that it was asked for)."""
+        return self.engine.reason
+
+    def decoding(self) -> dict:
+        """What decodes and why: the engine, its reason, the precision (:attr:`precision`), the
+        workers, and whether attention weights are available (``/v1/model``, evaluation reports)."""
+        return {"engine": self.engine.name, "engine_reason": self.engine_reason, **self.precision,
+                "workers": self.engine.workers,
+                "attention": isinstance(getattr(self.engine, "model", None), Transformer)
+                or self._native_source is not None}
+
+    def describe(self) -> str:
+        """:meth:`decoding` as the one line the commands print on stderr."""
+        d = self.decoding()
+        return (f"decoding with {d['engine']} in {d['precision']}, {d['workers']} worker{'s' * (d['workers'] != 1)} "
+                f"({d['engine_reason']}; {d['reason']})")
+
+    def attention_engine(self):
+        """The engine attention weights come from: this one when it is native, else a native
+        copy of the checkpoint, loaded on first use (one at a time: a server's threads share
+        it); None when there is none (an exported folder, an ensemble)."""
+        if isinstance(getattr(self.engine, "model", None), Transformer):
+            return self.engine
+        if self._native_source is None:
+            return None
+        with self._native_lock:
+            if self._native is None:
+                path, device, options = self._native_source
+                log.info("Loading the native engine of %s for attention weights.", path)
+                self._native, _, _ = open_model(path, "native", device, **options)
+        return self._native
 
     @property
     def model(self) -> Transformer:
@@ -227,17 +274,19 @@ class Translator:
         """
         texts = self._sentences(sentences)
         check_decoding(beam_size, alpha, nbest)
-        if attention and not isinstance(getattr(self.engine, "model", None), Transformer):
-            raise UsageError("Attention weights come from one native model only (no CTranslate2, no ensemble).")
+        engine = self.attention_engine() if attention else self.engine
+        if engine is None:
+            raise UsageError("Attention weights come from one native model only (a .ckpt, not an exported folder "
+                             "or an ensemble).")
         if not split:
             return self._translate_sentences(texts, list(range(first_line, first_line + len(texts))), beam_size,
-                                             alpha, nbest, attention, use_cache, should_stop, progress)
+                                             alpha, nbest, attention, use_cache, should_stop, progress, engine)
         lang = self.source_language
         segmented = [segment.split(text.strip(), lang) for text in texts]
         flat = [s for seg in segmented for s in seg.sentences]
         lines = [first_line + i for i, seg in enumerate(segmented) for _ in seg.sentences]
         done = self._translate_sentences(flat, lines, beam_size, alpha, nbest, attention, use_cache, should_stop,
-                                         progress)
+                                         progress, engine)
         if progress is not None:
             progress(sum(not seg.sentences for seg in segmented))  # empty inputs are done already
         results, at = [], 0
@@ -287,9 +336,10 @@ class Translator:
 
     def _translate_sentences(self, sentences: list[str], lines: list[int], beam_size: int, alpha: float,
                              nbest: int, attention: bool, use_cache: bool, should_stop,
-                             progress) -> list[Translation]:
-        """Each string as one sentence, all in one batched search; ``lines`` number them for
-        the warnings about long inputs."""
+                             progress, engine=None) -> list[Translation]:
+        """Each string as one sentence, all in one batched search by ``engine`` (default: this
+        translator's); ``lines`` number them for the warnings about long inputs."""
+        engine = engine or self.engine
         cleaned = [clean(without_format_characters(s)) for s in sentences]
         limit = self.config.max_len - 1  # room for eos
         ids = self.tokenizer.encode(cleaned)
@@ -308,14 +358,15 @@ class Translator:
         sources = [ids[i] + [EOS_ID] for i, _ in todo]
         if progress is not None and len(todo) < len(sentences):
             progress(len(sentences) - len(todo))  # empty lines are done already
-        hyps = self.engine.search(sources, beam_size, alpha, nbest, self.max_len_a, self.max_len_b, use_cache,
-                                  should_stop=should_stop, progress=progress)
+        hyps = engine.search(sources, beam_size, alpha, nbest, self.max_len_a, self.max_len_b, use_cache,
+                             should_stop=should_stop, progress=progress)
         for (i, truncated), src_ids, hyp_list in zip(todo, sources, hyps):
-            results[i] = self._result(sentences[i], src_ids, hyp_list, truncated, attention)
+            results[i] = self._result(sentences[i], src_ids, hyp_list, truncated, attention and engine.model)
         return results  # type: ignore[return-value]
 
     def _result(self, source: str, src_ids: list[int], hyps: list[Hypothesis], truncated: bool,
-                attention: bool) -> Translation:
+                attention) -> Translation:
+        """``attention``: the native model to take the weights from, or false for none."""
         # Byte-fallback pieces could spell a line break: outputs stay one line each, always.
         texts = [clean(t) for t in self.tokenizer.decode([h.tokens for h in hyps])]
         best = hyps[0]
@@ -326,16 +377,23 @@ class Translator:
         if attention:
             result.src_pieces = self.tokenizer.pieces(src_ids[:-1]) + ["</s>"]
             result.tgt_pieces = self.tokenizer.pieces(best.tokens) + ["</s>"]
-            result.attention = self.cross_attention(src_ids, best.tokens)
+            result.attention = self.cross_attention(src_ids, best.tokens, attention)
         return result
 
     @torch.inference_mode()
-    def cross_attention(self, src_ids: list[int], tgt_ids: list[int]) -> torch.Tensor:
-        """Teacher-forced cross-attention weights for one pair: (layers, heads, T+1, S)."""
-        src = torch.tensor([src_ids], device=self.device)
-        tgt_in = torch.tensor([[self.tokenizer.bos_id] + tgt_ids], device=self.device)
-        memory = self.model.encode(src)
-        _, weights = self.model.decode(memory, None, tgt_in, need_weights=True)
+    def cross_attention(self, src_ids: list[int], tgt_ids: list[int], model: Transformer | None = None) -> torch.Tensor:
+        """Teacher-forced cross-attention weights for one pair: (layers, heads, T+1, S), from
+        ``model`` (default: the native engine's, :meth:`attention_engine`)."""
+        if model is None:
+            engine = self.attention_engine()
+            if engine is None:
+                raise UsageError("Attention weights come from a native model: load a .ckpt.")
+            model = engine.model
+        device = next(model.parameters()).device
+        src = torch.tensor([src_ids], device=device)
+        tgt_in = torch.tensor([[self.tokenizer.bos_id] + tgt_ids], device=device)
+        memory = model.encode(src)
+        _, weights = model.decode(memory, None, tgt_in, need_weights=True)
         return torch.stack([w[0] for w in weights]).float().cpu()  # (layers, H, T+1, S); float32 under --bf16
 
 

@@ -87,6 +87,17 @@ def served_page(checkpoint, *flags):
         proc.wait(60)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cache(tmp_path_factory):
+    """Conversions that ``--engine auto`` caches go to a folder of this session, never the user's
+    ``~/.cache`` (servers started as subprocesses inherit it)."""
+    import os
+
+    os.environ["MINITRANS_CACHE"] = str(tmp_path_factory.mktemp("minitrans-cache"))
+    yield
+    os.environ.pop("MINITRANS_CACHE", None)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
