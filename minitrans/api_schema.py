@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from minitrans.cleaning import check_unicode
+from minitrans.search import nbest_fits
 from minitrans.server_settings import MAX_ALPHA, MAX_BEAM, ServerSettings
 
 
@@ -104,7 +105,7 @@ def request_model(settings: ServerSettings, directions: tuple[tuple[str, str], .
 
         @model_validator(mode="after")
         def _nbest_within_beam(self):
-            if self.nbest > self.beam:
+            if not nbest_fits(self.nbest, self.beam):
                 raise ValueError(f"nbest ({self.nbest}) must not exceed beam ({self.beam})")
             return self
 

@@ -45,11 +45,13 @@ __all__ = ["QUANTIZATIONS", "export"]
 ARGOS_VERSION = "1.9.0"
 SUFFIX = ".argosmodel"
 
-#: What the README says of each corpus minitrans reads (from ``$MINITRANS_DATA``'s README).
-CORPORA = {
-    "tatoeba": "Tatoeba fra-eng (tatoeba.org, via manythings.org/anki), CC-BY 2.0 (France)",
-    "multi30k": "Multi30k English–French (Elliott et al. 2016, 2017; Barrault et al. 2018), research use",
-}
+def corpus_line(dataset: str) -> str:
+    """What the README says of a training corpus: its source's ``licence`` line
+    (:mod:`minitrans.sources`, imported only here: it loads ``datasets``), else its name."""
+    from minitrans.sources import SOURCES
+
+    source = SOURCES.get(dataset)
+    return source.licence if source is not None and source.licence else dataset
 
 
 def export(checkpoint: str | os.PathLike, output: str | os.PathLike, quantization: str = "float32",
@@ -113,7 +115,7 @@ def readme(meta: dict, source: str, target: str, checkpoint_name: str, quantizat
         "",
         "## Training data",
         "",
-        *[f"- {CORPORA.get(c, c)}" for c in corpora if c],
+        *[f"- {corpus_line(c)}" for c in corpora if c],
         "",
         "## Scores",
         "",
@@ -130,8 +132,7 @@ def readme(meta: dict, source: str, target: str, checkpoint_name: str, quantizat
         "",
         "## Licence",
         "",
-        "The weights inherit the terms of the training data above (attribution for Tatoeba; research use for "
-        "Multi30k).",
+        "The weights inherit the terms of the training data above.",
         "",
     ]
     return "\n".join(lines)

@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 from minitrans.config import ModelConfig
-from minitrans.engines import check_stop, check_workers
+from minitrans.engines import DEFAULT_MAX_TOKENS, check_stop, check_workers
 from minitrans.precision import Precision
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.search import Hypothesis, length_limits, length_penalty
@@ -160,7 +160,7 @@ class CTranslate2Engine:
     bf16 = False
 
     def __init__(self, path: str | os.PathLike, tokenizer: Tokenizer, config: ModelConfig, device: str = "cpu",
-                 compute_type: str = "default", threads: int = 0, max_tokens: int = 6000, workers: int = 0) -> None:
+                 compute_type: str = "default", threads: int = 0, max_tokens: int = DEFAULT_MAX_TOKENS, workers: int = 0) -> None:
         ctranslate2 = import_ctranslate2()
         self.path, self.config, self.max_tokens = Path(path), config, max_tokens
         threads = threads or torch.get_num_threads()

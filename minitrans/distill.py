@@ -2,14 +2,14 @@
 in-domain English, and the student trains on the real pairs plus these synthetic ones.
 
     MINITRANS_DATA=../shared/data minitrans distill \\
-        --teacher runs/multi30k/checkpoints/best.ckpt [--teacher runs/multi30k-seed2/checkpoints/best.ckpt] \\
-        --monolingual ../shared/data/multi30k-captions-en/train.{1,2,3,4,5}.en --out runs/distill/data
+        -m runs/multi30k/checkpoints/best.ckpt [-m runs/multi30k-seed2/checkpoints/best.ckpt] \\
+        --monolingual ../shared/data/multi30k-captions-en/train.{1,2,3,4,5}.en -o runs/distill/data
     MINITRANS_DATA=../shared/data minitrans train --config configs/distill.yaml
 
 Stages, each resumable from its outputs (a rerun skips what is complete):
 
 1. ``synthetic.en`` / ``synthetic.fr``: the English lines (cleaned, de-duplicated, empty lines
-   dropped) and the teacher's translations (beam search; several ``--teacher`` checkpoints
+   dropped) and the teacher's translations (beam search; several ``-m/--model`` teachers
    are decoded as an ensemble). Translation goes in chunks appended to
    ``synthetic.fr.partial``; a killed run continues after the last complete chunk, and the
    file takes its final name only when every line is translated.
@@ -74,7 +74,7 @@ def translate_resumable(sources: list[str], out: Path, teachers: list[str], beam
     translator = Translator.from_checkpoints(teachers, engine="auto", bf16=bf16, precision=precision)
     log.info("%s", translator.describe())
     if translator.languages != ("en", "fr"):
-        raise UsageError(f"--teacher {teachers[0]} translates {'-'.join(translator.languages)}; distill makes "
+        raise UsageError(f"-m {teachers[0]} translates {'-'.join(translator.languages)}; distill makes "
                          "English→French data from English text, so the teacher must be an English→French model.")
     started = time.perf_counter()
     with open(partial, "ab") as f:
@@ -117,7 +117,7 @@ def distill(teachers: list[str], monolingual: list[str], out: str | os.PathLike 
     sources = monolingual_lines(monolingual)[:limit]
     if not (out / "synthetic.en").is_file() or read_lines(out / "synthetic.en") != sources:
         if (out / "synthetic.fr.partial").is_file() or (out / "synthetic.fr").is_file():
-            raise UsageError(f"{out} holds translations of other English lines; choose another --out or "
+            raise UsageError(f"{out} holds translations of other English lines; choose another -o/--output or "
                              "delete its synthetic.* files.")
         write_text_atomic(out / "synthetic.en", sources)
     translate_resumable(sources, out / "synthetic.fr", teachers, beam, alpha, chunk, bf16, precision)

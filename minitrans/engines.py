@@ -41,6 +41,10 @@ from minitrans.errors import UsageError
 from minitrans.precision import Precision
 from minitrans.search import Hypothesis
 
+#: The token budget of a decoding batch when neither the caller nor the checkpoint gives one
+#: (``--max-tokens``; each engine counts it its own way: see its ``max_tokens``).
+DEFAULT_MAX_TOKENS = 6000
+
 
 @runtime_checkable
 class Engine(Protocol):

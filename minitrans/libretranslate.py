@@ -33,6 +33,9 @@ from minitrans.languages import name
 from minitrans.server_limits import LimitExceeded, check_pieces, count
 from minitrans.server_settings import ServerSettings
 
+#: LibreTranslate's bound on ``alternatives`` (its own API's; a request gets ``alternatives + 1``
+#: hypotheses, so the beam is raised to fit them).
+MAX_ALTERNATIVES = 15
 #: decode(texts, beam, nbest, request, (source, target), weight, deadline) -> one Translation per
 #: text, through the worker of that direction; ``weight`` is the sentences counted, ``deadline``
 #: the loop time by which the whole request must be answered.
@@ -87,12 +90,12 @@ def request_body(sources: list[str], targets: list[str], char_limit: int, max_te
                                       "no served direction translates into the target)"},
             "target": {"type": "string", "enum": targets},
             "format": {"type": "string", "enum": ["text", "html"], "default": "text"},
-            "alternatives": {"type": "integer", "minimum": 0, "maximum": 15, "default": 0,
+            "alternatives": {"type": "integer", "minimum": 0, "maximum": MAX_ALTERNATIVES, "default": 0,
                              "description": "n further translations of each text"}})
     required = ["q", "source", "target"] if with_languages else ["q"]
     form = {**fields, "q": text}
     if "alternatives" in form:
-        form["alternatives"] = {"type": "integer", "minimum": 0, "maximum": 15}
+        form["alternatives"] = {"type": "integer", "minimum": 0, "maximum": MAX_ALTERNATIVES}
     return {"required": True, "content": {
         "application/json": {"schema": {"type": "object", "properties": fields, "required": required}},
         "application/x-www-form-urlencoded": {"schema": {"type": "object", "properties": form,
@@ -202,8 +205,8 @@ def add_routes(app, directions: list[tuple[str, str]], settings: ServerSettings,
             alternatives = int(params.get("alternatives", 0) or 0)
         except (TypeError, ValueError):
             raise LibreTranslateError(400, "Invalid request: alternatives must be a whole number") from None
-        if not 0 <= alternatives <= 15:
-            raise LibreTranslateError(400, "Invalid request: alternatives must be between 0 and 15")
+        if not 0 <= alternatives <= MAX_ALTERNATIVES:
+            raise LibreTranslateError(400, f"Invalid request: alternatives must be between 0 and {MAX_ALTERNATIVES}")
         detected = None
         if src == "auto":
             detected = [detect(t, known)[0] for t in texts]

@@ -18,8 +18,9 @@ import torch
 from minitrans.batching import pad
 from minitrans.checkpoint import checkpoint_metadata, load_for_inference
 from minitrans.config import ModelConfig
-from minitrans.engines import check_stop, check_workers, engine_for
+from minitrans.engines import DEFAULT_MAX_TOKENS, check_stop, check_workers, engine_for
 from minitrans.errors import UsageError
+from minitrans.kernels import for_decoding
 from minitrans.precision import Precision, choose, requested
 from minitrans.shortlist import Shortlist
 from minitrans.search import Hypothesis, beam_search, greedy_search
@@ -35,8 +36,9 @@ def recognises(path: Path) -> bool:
 def load(path: str | os.PathLike, device: str = "cpu", bf16: bool = False, int8: bool = False, workers: int = 0,
          max_tokens: int | None = None, precision: str = "auto", shortlist: bool = False):
     """``(NativeEngine, tokenizer, metadata)`` of a checkpoint; the batch budget is
-    ``max_tokens``, else the checkpoint's recorded one, else 6,000. ``precision`` (``bf16`` and
-    ``int8`` are its older switches) as :func:`minitrans.precision.choose` resolves it;
+    ``max_tokens``, else the checkpoint's recorded one, else
+    :data:`~minitrans.engines.DEFAULT_MAX_TOKENS`. ``precision`` (``bf16`` and ``int8`` are its
+    older switches) as :func:`minitrans.precision.choose` resolves it;
     ``shortlist``: score only the checkpoint's vocabulary shortlist (off by default: it cost
     0.14-0.52 BLEU in beam search, docs/speed.md)."""
     if Path(path).is_dir():
@@ -45,7 +47,7 @@ def load(path: str | os.PathLike, device: str = "cpu", bf16: bool = False, int8:
             raise UsageError(f"{path} is a {other} model folder, not a checkpoint: pass --engine {other}, or a .ckpt.")
     precision = requested(precision, bf16, int8)  # before the minutes of loading
     model, tokenizer, meta = load_for_inference(path, device)
-    budget = max_tokens or meta.get("decoding", {}).get("max_tokens") or 6000
+    budget = max_tokens or meta.get("decoding", {}).get("max_tokens") or DEFAULT_MAX_TOKENS
     entry = meta.get("shortlist") if shortlist else None
     listed = Shortlist.from_entry(entry, model.config.vocab_size, str(path)) if isinstance(entry, dict) else None
     engine = NativeEngine(model, budget, precision, workers, shortlist=listed)
@@ -131,9 +133,9 @@ class NativeEngine:
     name = "native"
     reason = "a model given to the Translator"
 
-    def __init__(self, model, max_tokens: int = 6000, precision: str = "fp32", workers: int = 0,
+    def __init__(self, model, max_tokens: int = DEFAULT_MAX_TOKENS, precision: str = "fp32", workers: int = 0,
                  prepack: bool = True, shortlist: Shortlist | None = None) -> None:
-        self.model, self.max_tokens = model.eval(), max_tokens
+        self.model, self.max_tokens = for_decoding(model.eval()), max_tokens
         self.precision: Precision = choose(precision, self.device)
         if self.precision.name == "int8":
             if self.device.type != "cpu" or not hasattr(model, "output_proj"):

@@ -1,15 +1,14 @@
 """The number format a model decodes (and trains) in, chosen by the hardware.
 
 bf16 halves the memory a matrix product reads and runs on the bf16 units of recent CPUs (Intel
-AMX, AVX-512-BF16) and GPUs. A CPU without them emulates bf16 in software, which is far slower
-than fp32: on an AMD EPYC with AVX2 only, a bf16-autocast training step ran 20x slower than
-fp32 (66 vs 1,347 target tokens/s, ``bench/benchmark_train.py``; docs/speed.md). So:
+AMX, AVX-512-BF16) and GPUs. A CPU without them emulates bf16 in software, far slower than fp32
+(a training step many times slower: docs/speed.md, "Training"). So:
 
-* decoding takes ``--precision auto`` by default (:func:`choose`): bf16 where the device has
-  bf16 units, fp32 elsewhere; ``fp32``, ``bf16`` and ``int8`` (dynamic int8 matrices, CPU)
-  choose one. On a Xeon with AMX bf16 decoding was 1.2-1.5x fp32 with BLEU within 0.16 of fp32
-  on both quickstart models, on an EPYC with AVX-512-BF16 and no AMX 1.4-2.0x with BLEU within
-  0.13 (docs/speed.md lists the recipes measured);
+* the native engine decodes with ``--precision auto`` by default (:func:`choose`): bf16 where
+  the device has bf16 units, fp32 elsewhere; ``fp32``, ``bf16`` and ``int8`` (dynamic int8
+  matrices, CPU) choose one. bf16 was faster than fp32 with BLEU within a few tenths on every
+  model measured (docs/speed.md, "Precision by hardware"); CTranslate2's precision is its
+  engine's (:func:`minitrans.ctranslate2_engine.compute_type_for`);
 * training keeps a recipe's ``trainer.precision: bf16-mixed`` only where it is fast
   (:func:`training_precision`), and says when it falls back to ``32-true``.
 """

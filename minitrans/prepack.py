@@ -7,9 +7,8 @@ self-attention Q/K/V, the cross-attention projections, ``out_proj``, both feed-f
 matrices) and the output projection become a :class:`PackedLinear` holding the reordered
 weight (``torch.ops.mkldnn._reorder_linear_weight``) and calling oneDNN's product on it
 (``_linear_pointwise``). Outputs are identical to ``F.linear``'s in bf16 (tested);
-``bench/prepack.py`` measured 1.24-1.90x per product at decoding shapes, and
-``bench/benchmark_decode.py`` 1.03-1.09x for whole greedy and beam-5 decoding (three runs, both
-quickstart models; docs/speed.md).
+prepacking made each product faster at decoding shapes and whole decoding a little
+faster (docs/speed.md, "Prepacked matrix products").
 ``NativeEngine`` applies it whenever it decodes a Transformer in bf16 on a CPU that has them.
 For inference only: the packed weights take no gradient, and the model is not trainable
 afterwards.
@@ -63,10 +62,12 @@ def prepack(model: nn.Module) -> nn.Module:
     """Replace, in place, the Linear layers of a bf16 :class:`~minitrans.transformer.Transformer`
     and its output projection by :class:`PackedLinear` (see the module's docstring)."""
     from minitrans.attention import MultiHeadAttention
+    from minitrans.kernels import for_decoding
     from minitrans.layers import FeedForward
 
     if not available(model):
         raise ValueError("prepack needs a bf16 model on a CPU with oneDNN bf16 support")
+    for_decoding(model)  # its attention modules take the packed Q/K/V product (minitrans.kernels)
     for module in list(model.modules()):
         if isinstance(module, MultiHeadAttention):
             parts = (module.q_proj, module.k_proj, module.v_proj)

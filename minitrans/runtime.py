@@ -5,17 +5,12 @@ activations, a decoding step's caches) with ``mmap`` and returns them to the ker
 ``free``, so every step maps fresh pages. Keeping freed memory in the heap (``M_MMAP_MAX = 0``,
 a 1 GiB trim threshold) removes that kernel time.
 
-* Training: 58 million minor page faults and 133 of 1,195 CPU seconds in the kernel in a
-  10-minute run, but the step rate did not follow: six alternated pairs of
-  ``bench/benchmark_train.py --settings "bf16 explicit" --steps 30 --allocator {default,tuned}``
-  gave 0.94-1.24x, median 1.02x, for ~17% more peak memory (4.0 vs 3.4 GiB in 10-minute
-  runs). So training runs with it only when ``MINITRANS_MALLOC=tuned``.
-* Decoding (bf16 on an AVX-512-BF16 EPYC, 1,000 sentences, each process translating once;
-  ``bench/benchmark_decode.py --systems native-auto,native-auto+untuned``, three runs):
-  1.11-1.30x in greedy search on ``multi30k-small``, 0.91-1.15x (these cores' noise) in the
-  other three cases; peak memory within 4% (6-10% more warm); the same outputs
-  (docs/speed.md). So the ``minitrans`` command applies it for the commands that decode
-  (``minitrans.cli.DECODING_COMMANDS``) unless ``MINITRANS_MALLOC=default``.
+It made decoding faster in greedy search on the small model and no slower elsewhere, with the
+same outputs and about the same peak memory; in training it saved kernel time but not step
+time, for more peak memory (docs/speed.md, "The allocator (on for decoding, opt-in for
+training)"). So the ``minitrans`` command applies it for the commands that decode
+(``minitrans.cli.DECODING_COMMANDS``) unless ``MINITRANS_MALLOC=default``, and for training
+only with ``MINITRANS_MALLOC=tuned``.
 
 A Python program that imports minitrans keeps its allocator: the setting is process-wide, and
 a library does not change its host's; :func:`tune_allocator` with ``force=True`` applies it.

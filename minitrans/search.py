@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from minitrans.errors import UsageError
+from minitrans.kernels import projection
 from minitrans.masks import padding_mask
 from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
@@ -40,11 +41,18 @@ DEFAULT_BEAM = 5
 DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B = 1.5, 10
 
 
+def nbest_fits(nbest: int, beam_size: int) -> bool:
+    """The n-best rule, its one home: a search returns 1 to ``beam_size`` hypotheses (the
+    finished beams), so ``1 ≤ nbest ≤ beam``. The CLI, the Python API and the HTTP API's
+    validator ask here; its JSON Schema states the same bound for clients."""
+    return 1 <= nbest <= beam_size
+
+
 def check_decoding(beam_size: int, alpha: float, nbest: int = 1) -> None:
     """Reject decoding settings that cannot give a right answer, naming the flag."""
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise UsageError(f"--beam must be a whole number ≥ 1 (1 = greedy), got {beam_size!r}.")
-    if isinstance(nbest, bool) or not isinstance(nbest, int) or not 1 <= nbest <= beam_size:
+    if isinstance(nbest, bool) or not isinstance(nbest, int) or not nbest_fits(nbest, beam_size):
         raise UsageError(f"--nbest must lie in 1..{beam_size} (the beam size), got {nbest!r}; "
                          "raise --beam to get more alternatives.")
     if not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 10:
@@ -121,9 +129,8 @@ def cache_dtype(model) -> torch.dtype | None:
     Why: a decoding step multiplies one query (or a sentence's K beam queries) by a few dozen
     cached keys, for every row and head: thousands of tiny products, which PyTorch's CPU
     kernels ran 1.7x (contiguous keys) to 5x (a view of the cache buffer) faster in float32 than
-    in bf16 (``python bench/decode_ops.py``). Against a bf16 cache, whole greedy and
-    beam-5 decoding ran at 0.80-0.87x the rate, with 29-63% more peak memory (both models, side
-    by side in one run: docs/experiments.md).
+    in bf16; against a bf16 cache whole decoding was slower and took more memory
+    (docs/speed.md, "The decoding step's small operations"; docs/experiments.md).
     """
     weight = next(model.parameters())
     return torch.float32 if weight.dtype == torch.bfloat16 and weight.device.type == "cpu" else None
@@ -143,7 +150,7 @@ class _Stepper:
                  capacity: int = 0, vocab: Tensor | None = None) -> None:
         self.model, self.vocab = model, vocab
         # Extra decode arguments: the shortlist's projection, made once per batch.
-        self.extra = {"project": model.projection(vocab)} if vocab is not None else {}
+        self.extra = {"project": projection(model, vocab)} if vocab is not None else {}
         self.eos_col = EOS_ID if vocab is None else int(torch.searchsorted(vocab, EOS_ID))
         if use_cache:
             self.cache = model.init_cache(capacity, beams, cache_dtype(model))
@@ -164,8 +171,8 @@ class _Stepper:
 
         ``<pad>`` and ``<s>`` get -inf; their probability stays in the normaliser (they are
         masked after the log-softmax). One fused log-softmax over float32 logits, not
-        ``logsumexp`` and a subtraction: 1.8-2.0x faster at a step's (rows, vocabulary) shape
-        (``python bench/decode_ops.py``). With a shortlist the log-softmax normalises over its
+        ``logsumexp`` and a subtraction: faster at a step's (rows, vocabulary) shape (docs/speed.md,
+        "The decoding step's small operations"). With a shortlist the log-softmax normalises over its
         pieces (which hold neither ``<pad>`` nor ``<s>``).
         """
         if self.cache is not None:
@@ -278,7 +285,7 @@ def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float 
     Returns:
         For each sentence in input order, ``nbest`` hypotheses sorted best first.
     """
-    if not 1 <= nbest <= beam_size:
+    if not nbest_fits(nbest, beam_size):
         raise UsageError(f"nbest must lie in 1..beam_size ({beam_size}), got {nbest}.")
     b, k, device = src.size(0), beam_size, src.device
     limits = max_output_lengths(src, max_len_a, max_len_b, model.config.max_len - 1, model.config.pad_id).tolist()

@@ -32,6 +32,9 @@ class Source:
     """One kind of corpus. ``files`` and ``hub_id`` are the data settings of the same names."""
 
     name = ""
+    #: What the corpus is and its terms, as a model's card and an export's README state them
+    #: ("" for a user's own files: their terms are the user's to state).
+    licence = ""
     #: Evaluation splits with one row per English sentence and all its references
     #: (:func:`~minitrans.corpus.eval_split`), rather than official line-for-line ones.
     grouped = False
@@ -46,8 +49,7 @@ class Source:
         raise NotImplementedError
 
     def download(self, to: Path) -> Path:
-        raise DataError(f"{self.name!r} cannot be downloaded by minitrans: choose "
-                        f"{' or '.join(sorted(n for n, s in SOURCES.items() if type(s).download is not Source.download))}.")
+        raise DataError(f"{self.name!r} cannot be downloaded by minitrans: choose {' or '.join(downloadable())}.")
 
 
 class Tsv(Source):
@@ -83,6 +85,7 @@ class Tatoeba(Tsv):
     """The Tatoeba export: a TSV at a known place."""
 
     name = "tatoeba"
+    licence = "Tatoeba fra-eng (tatoeba.org, via manythings.org/anki), CC-BY 2.0 (France): attribution"
 
     def files(self, root, files, hub_id):
         return [root / "tatoeba-fra-eng" / "fra.txt"]
@@ -101,6 +104,7 @@ class Multi30k(Source):
     """The Multi30k benchmark's official splits."""
 
     name = "multi30k"
+    licence = "Multi30k English–French (Elliott et al. 2016, 2017; Barrault et al. 2018), research use"
 
     @staticmethod
     def pair_paths(root: Path) -> dict[str, tuple[Path, Path]]:
@@ -159,6 +163,11 @@ class Hub(Source):
 
 #: Every corpus source, by ``data.dataset`` name: one line per source.
 SOURCES: dict[str, Source] = {s.name: s for s in (Tatoeba(), Multi30k(), Tsv(), Aligned(), Hub())}
+
+
+def downloadable() -> list[str]:
+    """The sources ``minitrans download`` can fetch: those with a ``download`` of their own."""
+    return sorted(name for name, s in SOURCES.items() if type(s).download is not Source.download)
 
 
 def source(name: str) -> Source:

@@ -27,6 +27,7 @@ from minitrans.checkpoint import (load_checkpoint, metadata, model_state, save_a
                                   stored_tokenizer, write_metadata)
 from minitrans.config import ModelConfig
 from minitrans.errors import ConfigError
+from minitrans.kernels import for_decoding
 from minitrans.metrics import bleu_from_statistics, bleu_statistics
 from minitrans.budget import spent
 from minitrans.schedule import budgeted, cosine, inverse_sqrt
@@ -126,7 +127,7 @@ class TranslationModule(L.LightningModule):
         self.save_hyperparameters(ignore=["config"])
         self.hparams["config"] = config.to_dict()  # plain dict: loadable with weights_only
         self.config = config
-        self.model = Transformer(config)
+        self.model = for_decoding(Transformer(config))  # validation decodes with the decoder's kernels
         self.tokenizer: Tokenizer | None = None
         self._val: dict[int, dict] = {}  # per validation loader: hyps, refs, sums
         self._eval_names: list[str] | None = None  # a mixture's corpus names, one per loader

@@ -87,8 +87,8 @@ class Transformer(nn.Module):
                 only the newest position(s) when decoding with ``cache``.
             cache: From :meth:`init_cache`; extended in place by this call.
             need_weights: Also return the cross-attention weights of every layer.
-            project: The output projection to use instead of :meth:`project` (a shortlist's,
-                from :meth:`projection`).
+            project: The output projection to use instead of :meth:`project` (a vocabulary
+                shortlist's: :func:`minitrans.kernels.projection`).
 
         Returns:
             Logits (B, T, V), or ``(logits, [weights (B, H, T, S) per layer])`` when
@@ -113,18 +113,6 @@ class Transformer(nn.Module):
         if self.output_proj is None:
             return F.linear(x, self.tgt_embed.weight)
         return self.output_proj(x)
-
-    def projection(self, vocab: Tensor) -> Callable[[Tensor], Tensor]:
-        """The output projection over the target ids ``vocab`` (S,) only: states (B, T, D) ->
-        logits (B, T, S), column j scoring piece ``vocab[j]`` (a vocabulary shortlist,
-        :mod:`minitrans.shortlist`). Made once per decoding batch: it copies S rows of the matrix."""
-        if hasattr(self.output_proj, "restricted"):  # prepacked (minitrans.prepack)
-            return self.output_proj.restricted(vocab)
-        weight = self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
-        bias = getattr(self.output_proj, "bias", None)
-        rows = weight.index_select(0, vocab)  # (S, D)
-        row_bias = None if bias is None else bias.index_select(0, vocab)  # (S,)
-        return lambda x: F.linear(x, rows, row_bias)
 
     def forward(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""

@@ -15,7 +15,6 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
@@ -23,12 +22,11 @@ from minitrans.checkpoint import load_for_inference
 from minitrans import languages, segment
 from minitrans.confidence import confidence
 from minitrans.cleaning import check_unicode, clean, has_words, without_format_characters
-from minitrans.engines import is_exported, open_model
+from minitrans.engines import DEFAULT_MAX_TOKENS, is_exported, open_model
 from minitrans.native_engine import NativeEngine
 from minitrans.precision import requested
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Hypothesis, check_decoding
-from minitrans.textio import atomic_output
 from minitrans.tokenizer import Tokenizer
 from minitrans.vocab import EOS_ID
 from minitrans.transformer import Transformer
@@ -77,11 +75,9 @@ class Translator:
             :mod:`minitrans.precision`), ``fp32``, ``bf16`` or ``int8`` (native engine).
             :meth:`load`, :meth:`from_checkpoint` and :meth:`from_checkpoints` take ``auto`` by
             default; a model passed in here is decoded as it is (``fp32``) unless asked, since
-            bf16 and int8 convert it in place. bf16: weights cast once, beam 5 at 1.2-1.5x the fp32 rate of the quickstart
-            models on AMX CPUs with BLEU within 0.16 (``bench/benchmark_decode.py``,
-            docs/speed.md). int8: dynamic int8 matrices for CPU decoding, 1.20x fp32 beam
-            search with the same BLEU (outputs differ from fp32 on about a fifth of the
-            sentences), never chosen by ``auto``.
+            bf16 and int8 convert it in place. bf16: weights cast once; int8: dynamic int8
+            matrices for CPU decoding, never chosen by ``auto`` on this engine (their speed and
+            BLEU: docs/speed.md, "Precision by hardware").
         bf16, int8: The older switches for ``precision="bf16"`` / ``"int8"``.
         workers: Batches decoded at once, each by its own thread with a share of the intra-op
             threads (:mod:`minitrans.workers`; beam search only on the native engine, whose
@@ -89,7 +85,7 @@ class Translator:
             0 = two on a CPU with two or more threads, else one. Outputs do not depend on it.
     """
 
-    def __init__(self, model, tokenizer: Tokenizer, max_tokens: int = 6000,
+    def __init__(self, model, tokenizer: Tokenizer, max_tokens: int = DEFAULT_MAX_TOKENS,
                  max_len_a: float = DEFAULT_MAX_LEN_A, max_len_b: int = DEFAULT_MAX_LEN_B, bf16: bool = False,
                  int8: bool = False, workers: int = 0, precision: str = "fp32") -> None:
         self.engine = (NativeEngine(model, max_tokens, requested(precision, bf16, int8), workers)
@@ -402,60 +398,3 @@ def _one_line_gap(gap: str) -> str:
     else its spaces and tabs as they were."""
     breaks = len((gap + "x").splitlines()) - 1  # str.splitlines's breaks, \r\n as one
     return "\n" * breaks if breaks else gap
-
-
-def check_attention_view(config, layer: int | None, head: int | None) -> None:
-    """Reject a decoder layer or head the model does not have (counted from 0)."""
-    if layer is not None and not 0 <= layer < config.n_decoder_layers:
-        raise UsageError(f"--layer must lie in 0..{config.n_decoder_layers - 1} (decoder layers, from 0), got {layer}.")
-    if head is not None and not 0 <= head < config.n_heads:
-        raise UsageError(f"--head must lie in 0..{config.n_heads - 1} (attention heads, from 0), got {head}.")
-
-
-def plot_path(path: str | os.PathLike) -> Path:
-    """The file a plot is written to: ``.png`` is added when the path has no suffix."""
-    path = Path(path)
-    return path if path.suffix else path.with_name(path.name + ".png")
-
-
-def plot_attention(translation: Translation, path: str | os.PathLike, layer: int | None = None,
-                   head: int | None = None) -> Path:
-    """Save a heatmap of one translation's cross-attention (source × target pieces).
-
-    Args:
-        translation: A result of ``translate_detailed(..., attention=True)``.
-        path: Output PNG path.
-        layer: Decoder layer to show, counted from 0 (default: the last).
-        head: Head to show (default: the average over heads).
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if translation.attention is None:
-        raise ValueError("This translation carries no attention weights: use translate_detailed(attention=True).")
-    weights = translation.attention  # (layers, H, T, S)
-    if layer is not None and not 0 <= layer < weights.size(0):
-        raise UsageError(f"--layer must lie in 0..{weights.size(0) - 1} (decoder layers, from 0), got {layer}.")
-    if head is not None and not 0 <= head < weights.size(1):
-        raise UsageError(f"--head must lie in 0..{weights.size(1) - 1} (attention heads, from 0), got {head}.")
-    layer = weights.size(0) - 1 if layer is None else layer
-    w = weights[layer].mean(0) if head is None else weights[layer, head]  # (T, S)
-    src, tgt = translation.src_pieces, translation.tgt_pieces
-    fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(src) + 2), max(3, 0.4 * len(tgt) + 1.5)))
-    ax.imshow(w.float().numpy(), cmap="Blues", vmin=0, aspect="auto")
-    ax.set_xticks(range(len(src)), src, rotation=60, ha="right", fontsize=9)
-    ax.set_yticks(range(len(tgt)), tgt, fontsize=9)
-    ax.set_xlabel("source (English)")
-    ax.set_ylabel("output (French)")
-    which = "mean over heads" if head is None else f"head {head}"
-    ax.set_title(f"cross-attention, decoder layer {layer + 1} of {weights.size(0)}, {which}", fontsize=10)
-    fig.tight_layout()
-    path = plot_path(path)
-    try:
-        with atomic_output(path, "wb") as f:
-            fig.savefig(f, dpi=120, format=path.suffix.lstrip(".") or "png")
-    finally:
-        plt.close(fig)
-    return path

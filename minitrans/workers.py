@@ -2,9 +2,8 @@
 intra-op thread count.
 
 Why: a beam-search step is a few dozen small operators. Spread over two OpenMP threads each
-operator pays a fork/join (a quarter of the main thread's beam-search samples sat in OpenMP's
-runtime: docs/speed.md), so native decoding gained only ~1.5x from a second core. Two workers of
-one thread each pay no fork/join and keep both cores busy on separate batches; PyTorch releases
+operator pays a fork/join, so native decoding gained little from a second core (docs/speed.md,
+"Where the second core goes: decoding workers"). Two workers of one thread each pay no fork/join and keep both cores busy on separate batches; PyTorch releases
 the GIL inside operators, so the Python of one worker's step overlaps the other's kernels.
 CTranslate2 calls the same idea ``inter_threads``.
 
@@ -30,8 +29,8 @@ R = TypeVar("R")
 
 
 def default_workers(device: torch.device | str, threads: int | None = None) -> int:
-    """Workers for a device: on CPU two when there are at least two intra-op threads (beam 5 at
-    1.12-1.24x the rate of one worker on 2 cores: docs/speed.md), else one. A GPU runs one worker
+    """Workers for a device: on CPU two when there are at least two intra-op threads (faster
+    than one worker of two threads on 2 cores, for both engines: docs/speed.md), else one. A GPU runs one worker
     (its kernels are queued on one stream anyway). Only 2 cores were measured; more workers are
     the user's choice (``--workers``)."""
     if torch.device(device).type != "cpu":

@@ -29,7 +29,7 @@ fi
 minitrans prepare --config configs/quickstart.yaml
 minitrans train --config configs/quickstart.yaml
 # No --dataset: a mixture checkpoint is scored on the test split of each of its corpora.
-minitrans evaluate -m $RUN/checkpoints/best.ckpt --split test --output-dir $RUN/eval
+minitrans evaluate -m $RUN/checkpoints/best.ckpt --split test -o $RUN/eval
 minitrans translate -m $RUN/checkpoints/best.ckpt --input scripts/showcase.en --output $RUN/showcase.fr
 paste -d '\n' scripts/showcase.en $RUN/showcase.fr | sed 'n;s/^/  → /'
 python scripts/plot_curves.py "$(ls -d $RUN/logs/version_* | sort -V | tail -1)/metrics.csv" \

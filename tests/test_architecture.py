@@ -46,11 +46,37 @@ def test_inference_loads_neither_lightning_nor_datasets_nor_training(module):
     assert "minitrans.training" not in loaded and "minitrans.datamodule" not in loaded
 
 
+def _exists(module: str) -> bool:
+    """Whether ``minitrans.x`` (or ``minitrans.x.y``) is a module or package of this checkout:
+    a boundary that names a module that is gone would pass without looking."""
+    path = ROOT.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def test_training_loads_no_inference_stack():
     loaded = _loaded("minitrans.training")
-    inference = {"minitrans.translate", "minitrans.engines", "minitrans.export", "minitrans.server",
-                 "minitrans.evaluate"}
+    inference = {"minitrans.translate", "minitrans.engines", "minitrans.auto_engine", "minitrans.native_engine",
+                 "minitrans.ctranslate2_engine", "minitrans.ctranslate2_export", "minitrans.ctranslate2_cache",
+                 "minitrans.argos_export", "minitrans.hf_export", "minitrans.server", "minitrans.evaluate",
+                 "minitrans.plotting", "minitrans.formats"}
+    assert all(_exists(m) for m in inference), [m for m in inference if not _exists(m)]
     assert not loaded & inference, sorted(loaded & inference)
+
+
+def test_each_rule_has_one_home():
+    """A rule written twice drifts (issue #44): the decoding token budget, the n-best bound, the
+    LibreTranslate alternatives bound and the document extensions are each defined once."""
+    import re
+
+    texts = {str(p.relative_to(PACKAGE)): p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")}
+
+    def homes(pattern: str) -> list[str]:
+        return sorted(name for name, text in texts.items() if re.search(pattern, text))
+
+    assert homes(r"\b6_?000\b") == ["engines.py"]  # DEFAULT_MAX_TOKENS
+    assert homes(r"nbest\s*<=|<=\s*nbest|nbest\s*>\s*(self\.)?beam") == ["search.py"]  # nbest_fits
+    assert homes(r"\b15\b") == ["libretranslate.py"] and texts["libretranslate.py"].count("15") == 1
+    assert homes(r"[\"']\.(htm|md|srt)[\"']") == ["formats/__init__.py"]  # EXTENSIONS
 
 
 @pytest.mark.parametrize("module", ["minitrans", "minitrans.search"])
@@ -231,7 +257,8 @@ def test_pin_the_flags_of_every_command():
     ``scripts/distill.py`` it replaces. ``-m/--model`` (issue #26) was added beside the old
     ``-c/--checkpoint`` and, for ``export``/``average``, the positional checkpoint; ``serve
     --api-keys`` (issue #27) is new; ``--precision``, ``--shortlist/--no-shortlist`` and the
-    ``shortlist`` command are issue #29's."""
+    ``shortlist`` command are issue #29's. Issue #44 gave ``evaluate`` and ``distill`` the one
+    spelling of the other commands (``-o/--output``, ``-m/--model``) beside their old ones."""
     assert _flags() == FLAGS
 
 
@@ -246,8 +273,8 @@ FLAGS: dict[str, list[str]] = {
         "--no-shortlist", "--no-split", "--output", "--plot-attention", "--precision", "--shortlist",
         "--workers", "-c", "-h", "-i", "-m", "-o"],
     "evaluate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--data-dir", "--dataset", "--device",
-        "--engine", "--ensemble", "--help", "--int8", "--model", "--no-shortlist", "--output-dir",
-        "--precision", "--ref", "--shortlist", "--split", "--src", "--workers", "-c", "-h", "-m"],
+        "--engine", "--ensemble", "--help", "--int8", "--model", "--no-shortlist", "--output", "--output-dir",
+        "--precision", "--ref", "--shortlist", "--split", "--src", "--workers", "-c", "-h", "-m", "-o"],
     "calibrate": ["--alpha", "--beam", "--bf16", "--checkpoint", "--data-dir", "--dataset", "--device",
         "--engine", "--help", "--int8", "--model", "--no-shortlist", "--output", "--precision", "--ref",
         "--share", "--shortlist", "--split", "--src", "--workers", "-c", "-h", "-m", "-o"],
@@ -260,7 +287,7 @@ FLAGS: dict[str, list[str]] = {
         "--port", "--precision", "--read-timeout", "--shortlist", "--timeout", "--workers", "-c", "-h", "-m"],
     "export": ["--checkpoint", "--force", "--format", "--help", "--model", "--output", "--quantization", "-c",
         "-h", "-m", "-o"],
-    "distill": ["--alpha", "--beam", "--bf16", "--chunk", "--data-dir", "--help", "--limit", "--monolingual",
-        "--out", "--precision", "--teacher", "-h"],
+    "distill": ["--alpha", "--beam", "--bf16", "--chunk", "--data-dir", "--help", "--limit", "--model",
+        "--monolingual", "--out", "--output", "--precision", "--teacher", "-h", "-m", "-o"],
     "download": ["--dataset", "--help", "--to", "-h"],
 }

@@ -111,3 +111,16 @@ def test_cli_export_argos(trained_checkpoint, tmp_path, capsys):
     code, stdout, err = run_main(capsys, "export", "-m", trained_checkpoint, "--format", "argos", "-o", out)
     assert code == 0, err
     assert zipfile.is_zipfile(out) and "install_from_path" in stdout
+
+
+def test_the_readme_states_each_corpus_licence_from_its_source():
+    """Licences live on their corpus source (minitrans/sources.py), not in the exporter."""
+    from minitrans.argos_export import readme
+    from minitrans.sources import SOURCES
+
+    meta = {"data": {"dataset": "mixture", "corpora": [{"dataset": "tatoeba"}, {"dataset": "multi30k"},
+                                                       {"dataset": "tsv"}]}}
+    text = readme(meta, "en", "fr", "best.ckpt", "float32")
+    assert SOURCES["tatoeba"].licence in text and "CC-BY 2.0" in text
+    assert SOURCES["multi30k"].licence in text and "research use" in text
+    assert "- tsv" in text  # a user's own files: named, their terms the user's to state

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minitrans.attention import MultiHeadAttention, inference_attention, scaled_dot_product_attention
+from minitrans.attention import MultiHeadAttention, scaled_dot_product_attention
 from minitrans.cache import AttentionCache
 from minitrans.masks import causal_mask
 
@@ -164,47 +164,7 @@ def test_heads_must_divide_width():
         MultiHeadAttention(30, 4)
 
 
-# -- bf16 inference on a CPU: the lean formula, and a float32 cache ------------------------------
-@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
-@pytest.mark.parametrize("queries", [1, 5, 9])
-@pytest.mark.parametrize("keys", [11, 20])  # softmaxed by hand below SHORT_ROWS, by torch.softmax above
-def test_inference_attention_equals_the_formula(dtype, tol, queries, keys):
-    """The lean formula against the NumPy transcription, with a padding mask; bf16 within its
-    ~3 significant digits."""
-    g = torch.Generator().manual_seed(queries)
-    q, k, v = (torch.randn(3, 4, n, 16, generator=g) for n in (queries, keys, keys))
-    mask = torch.ones(3, 1, 1, keys, dtype=torch.bool)
-    mask[1, ..., 7:] = False
-    ours = inference_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask)
-    theirs, _ = numpy_attention(q.double().numpy(), k.double().numpy(), v.double().numpy(), mask.numpy())
-    assert ours.dtype == dtype
-    np.testing.assert_allclose(ours.double().numpy(), theirs, rtol=tol, atol=tol)
-
-
-def test_inference_attention_converts_queries_to_the_keys_format():
-    q, k, v = torch.randn(2, 4, 1, 16).bfloat16(), torch.randn(2, 4, 6, 16), torch.randn(2, 4, 6, 16)
-    out = inference_attention(q, k, v)
-    assert out.dtype == torch.float32
-    torch.testing.assert_close(out, inference_attention(q.float(), k, v))
-
-
-def test_bf16_inference_on_cpu_takes_the_lean_formula(monkeypatch):
-    """No gradient, bf16 weights on a CPU: inference_attention, never the fused kernel (2.5-5x
-    slower there); float32 keeps the fused kernel; training keeps the explicit reference."""
-    calls = []
-    fused_kernel = F.scaled_dot_product_attention
-    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused_kernel(*a, **k))
-    mha = MultiHeadAttention(32, 4).eval()
-    x = torch.randn(2, 5, 32)
-    with torch.no_grad():
-        reference, _ = mha(x, x, x, causal_mask(5))
-        assert calls == [1]
-        mha.bfloat16()
-        lean, _ = mha(x.bfloat16(), x.bfloat16(), x.bfloat16(), causal_mask(5))
-    assert calls == [1] and lean.dtype == torch.bfloat16
-    torch.testing.assert_close(lean.float(), reference, rtol=0.05, atol=0.05)
-
-
+# -- a float32 cache for bf16 keys ------------------------------------------------------------
 @pytest.mark.parametrize("static", [False, True])
 def test_a_float32_cache_holds_bf16_keys_in_float32(static):
     mha = MultiHeadAttention(32, 4).eval().bfloat16()

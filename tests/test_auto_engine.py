@@ -231,7 +231,7 @@ def test_evaluate_records_the_engine_and_why(trained_checkpoint, tmp_path, capsy
     (tmp_path / "s.en").write_text("".join(e + "\n" for e, _ in pairs))
     (tmp_path / "r.fr").write_text("".join(f + "\n" for _, f in pairs))
     code, out, err = run_main(capsys, "evaluate", "-m", trained_checkpoint, "--src", tmp_path / "s.en", "--ref",
-                              tmp_path / "r.fr", "--beam", 1, "--output-dir", tmp_path / "eval")
+                              tmp_path / "r.fr", "--beam", 1, "-o", tmp_path / "eval")
     assert code == 0, err
     decoding = json.loads(out)["decoding"]
     assert decoding["engine"] == "ctranslate2" and decoding["engine_reason"].startswith("auto:")

@@ -51,7 +51,7 @@ def test_evaluate_files_with_two_references(capsys, tmp_path, trained_checkpoint
     (tmp_path / "r2.fr").write_text("".join(f.upper() + "\n" for _, f in pairs), encoding="utf-8")
     out = run(capsys, "evaluate", "-m", str(trained_checkpoint), "--src", str(tmp_path / "s.en"),
               "--ref", str(tmp_path / "r1.fr"), "--ref", str(tmp_path / "r2.fr"), "--beam", "2",
-              "--output-dir", str(tmp_path / "eval"))
+              "-o", str(tmp_path / "eval"))
     report = json.loads(out.out)
     assert report["sentences"] == 8 and "nrefs:2" in report["bleu_signature"]
     saved = json.loads(open(report["report_path"]).read())
@@ -65,7 +65,7 @@ def test_evaluate_several_checkpoints_prints_a_table(capsys, tmp_path, trained_c
     avg = tmp_path / "avg.ckpt"
     run(capsys, "average", "-m", str(trained_checkpoint), str(trained_checkpoint), "-o", str(avg))
     out = run(capsys, "evaluate", "-m", str(trained_checkpoint), str(avg), "--dataset", "multi30k",
-              "--split", "test", "--beam", "1", "--output-dir", str(tmp_path / "eval"))
+              "--split", "test", "--beam", "1", "-o", str(tmp_path / "eval"))
     rows = out.out.splitlines()
     assert rows[0].split() == ["checkpoint", "data", "BLEU", "chrF", "sent/s"]
     assert rows[1].split()[1] == "multi30k/test"
@@ -75,7 +75,7 @@ def test_evaluate_several_checkpoints_prints_a_table(capsys, tmp_path, trained_c
     copy.parent.mkdir()
     copy.write_bytes(trained_checkpoint.read_bytes())
     run(capsys, "evaluate", "-m", str(trained_checkpoint), str(copy), "--dataset", "multi30k", "--split", "test",
-        "--beam", "1", "--output-dir", str(tmp_path / "eval2"))
+        "--beam", "1", "-o", str(tmp_path / "eval2"))
     assert len(list((tmp_path / "eval2").glob("*.json"))) == 2  # one report each, none overwritten
 
 
@@ -124,7 +124,7 @@ def test_quickstart_steps_on_a_tiny_model(capsys, tmp_path, prepared, monkeypatc
     capsys.readouterr()
     monkeypatch.setenv("MINITRANS_DATA", str(prepared.hparams.data_dir))
     report = json.loads(run(capsys, "evaluate", "-m", str(best), "--dataset", "multi30k", "--split",
-                            "test_2016_flickr", "--beam", "2", "--output-dir", str(tmp_path / "eval")).out)
+                            "test_2016_flickr", "--beam", "2", "-o", str(tmp_path / "eval")).out)
     assert report["sentences"] == 30 and report["split"] == "test_2016_flickr"
     out = run(capsys, "translate", "-m", str(best), "I don't speak French.")
     assert len(out.out.splitlines()) == 1
@@ -160,3 +160,33 @@ def test_one_model_flag_everywhere_and_the_old_spellings_still_work(capsys, tmp_
         assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and missing in err, (argv, err)
     for name, sub in next(a for a in parser._actions if a.dest == "command").choices.items():
         assert "--checkpoint" not in sub.format_help() and " -c " not in sub.format_help(), name
+
+
+def test_one_spelling_per_concept_and_the_old_ones_still_work(capsys, tmp_path, trained_checkpoint):
+    """Issue #44: ``-o/--output`` is what a command writes (a file or a folder), ``--precision``
+    the number format; ``evaluate --output-dir``, ``distill --out/--teacher`` and ``--bf16``/
+    ``--int8`` still work for a release, each with one note naming the new spelling, and are
+    hidden from ``--help``; usage lines show the model flag as required."""
+    pairs = synthetic_pairs(4, seed=5)
+    (tmp_path / "s.en").write_text("".join(e + "\n" for e, _ in pairs))
+    (tmp_path / "r.fr").write_text("".join(f + "\n" for _, f in pairs))
+    data = ["--src", str(tmp_path / "s.en"), "--ref", str(tmp_path / "r.fr"), "--beam", "1"]
+    new = run(capsys, "evaluate", "-m", str(trained_checkpoint), *data, "-o", str(tmp_path / "new"))
+    old = run(capsys, "evaluate", "-m", str(trained_checkpoint), *data, "--output-dir", str(tmp_path / "old"))
+    assert json.loads(new.out)["bleu"] == json.loads(old.out)["bleu"] and "deprecated" not in new.err
+    assert old.err.count("--output-dir is deprecated; use -o/--output") == 1
+    assert list((tmp_path / "new").glob("*.json")) and list((tmp_path / "old").glob("*.json"))
+    for flag, precision in (("--bf16", "bf16"), ("--int8", "int8")):
+        said = run(capsys, "translate", "-m", str(trained_checkpoint), flag, "--beam", "1", "The cat eats.")
+        assert said.out.strip() and f"{flag} is deprecated; use --precision {precision}" in said.err
+    parser = cli.build_parser()
+    args = parser.parse_args(["distill", "--teacher", "a.ckpt", "--monolingual", "x.en", "--out", "d"])
+    assert (args.teacher, args.out) == (["a.ckpt"], "d")
+    err = capsys.readouterr().err
+    assert "--teacher is deprecated; use -m/--model" in err and "--out is deprecated; use -o/--output" in err
+    sub = next(a for a in parser._actions if a.dest == "command").choices
+    for name in ("translate", "evaluate", "calibrate", "shortlist", "serve", "export", "average", "distill"):
+        usage, text = sub[name].format_usage(), sub[name].format_help()
+        assert " --model MODEL" in usage and "[--model" not in usage, (name, usage)
+        for old_flag in ("--output-dir", "--out ", "--teacher", "--bf16", "--int8"):
+            assert old_flag not in text, (name, old_flag)

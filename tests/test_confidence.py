@@ -79,7 +79,9 @@ def test_calibrate_writes_a_new_checkpoint_whose_flag_marks_the_share(capsys, tm
     from minitrans import Translator
     from minitrans.evaluate import load_eval_data
 
-    calibrated = Translator.from_checkpoint(out)
+    calibrated = Translator.load(out)  # decoded as it was calibrated: the default engine
+    assert record["decoding"]["engine"] == calibrated.engine.name == "ctranslate2"
+    assert record["decoding"]["precision"] == calibrated.precision["precision"]
     assert calibrated.confidence_threshold == pytest.approx(record["threshold"])
     sources, _ = load_eval_data("multi30k", "valid", None, None, str(prepared.hparams.data_dir))
     flags = [r.low_confidence for r in calibrated.translate_detailed(sources, beam_size=2, split=False)]

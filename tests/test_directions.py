@@ -96,13 +96,13 @@ def test_evaluate_reads_the_direction_from_the_checkpoint(trained_fr_en, trained
     import json
 
     code, out, err = run_main(capsys, "evaluate", "-m", trained_fr_en, "--dataset", "multi30k", "--data-dir",
-                              data_root, "--beam", "1", "--output-dir", tmp_path)
+                              data_root, "--beam", "1", "-o", tmp_path)
     assert code == 0, err
     report = json.loads(out)
     report = report[0] if isinstance(report, list) else report
     assert report["bleu"] > 60  # French sources, English references: scored the right way round
     code, _, err = run_main(capsys, "evaluate", "-m", trained_fr_en, trained_checkpoint, "--dataset", "multi30k",
-                            "--data-dir", data_root, "--output-dir", tmp_path)
+                            "--data-dir", data_root, "-o", tmp_path)
     assert code == 2 and "evaluate models of one direction together" in err
 
 

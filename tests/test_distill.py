@@ -47,7 +47,7 @@ def monolingual(tmp_path):
 def test_the_data_stage_builds_an_aligned_corpus(trained_checkpoint, data_root, monolingual, tmp_path):
     path, unique = monolingual
     out = tmp_path / "data"
-    distill.main(["--teacher", str(trained_checkpoint), "--monolingual", str(path), "--out", str(out),
+    distill.main(["-m", str(trained_checkpoint), "--monolingual", str(path), "-o", str(out),
                   "--data-dir", str(data_root), "--chunk", "7", "--beam", "2"])
     assert read_lines(out / "synthetic.en") == unique  # blank lines and the duplicate dropped
     synthetic = read_lines(out / "synthetic.fr")
@@ -66,7 +66,7 @@ def test_translation_resumes_after_the_last_complete_line(trained_checkpoint, da
     out.mkdir()
     (out / "synthetic.en").write_text("".join(u + "\n" for u in unique), encoding="utf-8")
     (out / "synthetic.fr.partial").write_bytes("".join(f"kept {i}\n" for i in range(9)).encode() + b"torn li")
-    distill.main(["--teacher", str(trained_checkpoint), "--monolingual", str(path), "--out", str(out),
+    distill.main(["-m", str(trained_checkpoint), "--monolingual", str(path), "-o", str(out),
                   "--data-dir", str(data_root), "--chunk", "5", "--beam", "1"])
     synthetic = read_lines(out / "synthetic.fr")
     assert synthetic[:9] == [f"kept {i}" for i in range(9)]
@@ -79,8 +79,8 @@ def test_a_student_starts_from_its_teacher(trained_checkpoint, data_root, monoli
     rate the student must still be the teacher: a fresh initialisation would be far from it."""
     path, _ = monolingual
     out = tmp_path / "data"
-    distill.main(["--teacher", str(trained_checkpoint), "--teacher", str(trained_checkpoint), "--monolingual",
-                  str(path), "--out", str(out), "--data-dir", str(data_root), "--beam", "2"])  # an ensemble teacher
+    distill.main(["-m", str(trained_checkpoint), "-m", str(trained_checkpoint), "--monolingual",
+                  str(path), "-o", str(out), "--data-dir", str(data_root), "--beam", "2"])  # an ensemble teacher
     files = ", ".join(f"{s}: {out / s}" for s in ("train", "valid", "test"))
     cfg = tmp_path / "student.yaml"
     cfg.write_text(f"""
@@ -160,7 +160,7 @@ def test_other_inputs_are_refused_over_existing_translations(trained_checkpoint,
     (out / "synthetic.en").write_text("Something else.\n", encoding="utf-8")
     (out / "synthetic.fr").write_text("Autre chose.\n", encoding="utf-8")
     with pytest.raises(SystemExit) as exit_info:
-        distill.main(["--teacher", str(trained_checkpoint), "--monolingual", str(path), "--out", str(out),
+        distill.main(["-m", str(trained_checkpoint), "--monolingual", str(path), "-o", str(out),
                       "--data-dir", str(data_root)])
     assert exit_info.value.code == 2 and read_lines(out / "synthetic.fr") == ["Autre chose."]
 
@@ -168,6 +168,6 @@ def test_other_inputs_are_refused_over_existing_translations(trained_checkpoint,
 def test_a_french_to_english_teacher_is_refused(trained_fr_en, data_root, monolingual, tmp_path, capsys):
     path, _ = monolingual
     with pytest.raises(SystemExit) as exit_info:
-        distill.main(["--teacher", str(trained_fr_en), "--monolingual", str(path), "--out", str(tmp_path / "data"),
+        distill.main(["-m", str(trained_fr_en), "--monolingual", str(path), "-o", str(tmp_path / "data"),
                       "--data-dir", str(data_root)])
     assert exit_info.value.code != 0 and "must be an English→French model" in capsys.readouterr().err

@@ -86,7 +86,9 @@ def test_every_documented_command_parses(where, argv, capsys, monkeypatch):
         args = [a for j, a in enumerate(args) if not (j and args[j - 1] == "--config" and "mine" in a)]
         args = [a for j, a in enumerate(args) if not (a == "--config" and j + 1 >= len(args))]
         with pytest.raises(SystemExit) as exit_info:
-            cli.lightning_main([*args, "--print_config"], run=True)
+            from minitrans.train_cli import lightning_main
+
+            lightning_main([*args, "--print_config"], run=True)
         assert exit_info.value.code in (0, None), f"{where}: {' '.join(argv)}\n{capsys.readouterr().err[-2000:]}"
         return
     parser = cli.build_parser()
@@ -213,15 +215,46 @@ def test_the_attention_pages_numpy_block_is_minitrans_attention():
     np.testing.assert_allclose(weights, our_weights.numpy(), rtol=1e-10, atol=1e-12)
 
 
-def test_train_help_is_curated_and_every_option_it_names_exists():
-    short = subprocess.run([sys.executable, "-m", "minitrans", "train", "--help"], capture_output=True, text=True,
+@pytest.mark.parametrize("command", ["train", "validate"])
+def test_train_help_is_curated_and_every_option_it_names_exists(command):
+    """``train --help`` and ``validate --help`` (issue #44: validate and test showed train's) are
+    short, curated, and name only options Lightning's CLI has."""
+    short = subprocess.run([sys.executable, "-m", "minitrans", command, "--help"], capture_output=True, text=True,
                            timeout=120)
-    full = subprocess.run([sys.executable, "-m", "minitrans", "train", "--help-all"], capture_output=True, text=True,
-                          timeout=300)
+    full = subprocess.run([sys.executable, "-m", "minitrans", command, "--help-all"], capture_output=True,
+                          text=True, timeout=300)
     assert short.returncode == 0 and full.returncode == 0, full.stderr[-2000:]
     lines = short.stdout.splitlines()
-    assert len(lines) < 60 and "--resume" in short.stdout and "--ckpt_path" not in short.stdout
+    assert len(lines) < 60 and short.stdout.startswith(f"usage: minitrans {command} ")
+    if command == "train":
+        assert "--resume" in short.stdout and "--ckpt_path" not in short.stdout
+    else:
+        assert "--ckpt_path" in short.stdout and "minitrans evaluate" in short.stdout and "Train" not in short.stdout
     named = set(re.findall(r"--[\w.]+", short.stdout)) - {"--resume", "--help-all", "--config", "--KEY"}
     missing = sorted(flag for flag in named if flag not in full.stdout)
-    assert named and not missing, f"train --help names options LightningCLI does not have: {missing}"
-    assert full.stdout.startswith("usage: minitrans train "), full.stdout[:200]  # not `__main__.py [options] fit`
+    assert named and not missing, f"{command} --help names options LightningCLI does not have: {missing}"
+    assert full.stdout.startswith(f"usage: minitrans {command} "), full.stdout[:200]  # not `__main__.py fit`
+
+
+def test_lists_follow_a_blank_line():
+    """Python-Markdown (the site) reads a list only after a blank line: without one, the bullets
+    render as one run-on paragraph (issue #44: 43 bullets of docs/architecture.md, 0 <li>)."""
+    bullet = re.compile(r"(?:[-*]|\d+\.) ")
+    bad = []
+    for page in PAGES:
+        lines, fenced = page.read_text(encoding="utf-8").split("\n"), False
+        for i, line in enumerate(lines[1:], 1):
+            fenced ^= lines[i - 1].startswith("```")
+            prev = lines[i - 1]
+            if (not fenced and bullet.match(line) and prev.strip() and not bullet.match(prev.lstrip())
+                    and not prev.startswith((" ", "\t", "|", "```"))):
+                bad.append(f"{page.name}:{i + 1}")
+    assert not bad, f"a list right after a paragraph line (add a blank line): {bad}"
+
+
+def test_every_file_the_where_to_add_recipes_name_exists():
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split("## Where to add", 1)[1]
+    named = set(re.findall(r"`((?:minitrans|tests|docs|data)/[\w/.]+|pyproject\.toml)`", text))
+    assert len(named) >= 15, named  # each recipe lists its files
+    missing = sorted(n for n in named if not (ROOT / n).exists())
+    assert not missing, missing

@@ -76,6 +76,6 @@ def test_cli_ensemble(trained_checkpoint, perturbed, tmp_path, capsys):
     code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "-m", perturbed, SENTENCES[0])
     assert code == 2 and "--ensemble" in err
     code, out, _ = run_main(capsys, "evaluate", "-m", trained_checkpoint, perturbed, "--ensemble", "--dataset", "multi30k",
-                       "--beam", 2, "--output-dir", tmp_path)
+                       "--beam", 2, "-o", tmp_path)
     report = json.loads(out)
     assert code == 0 and report["sentences"] == 30 and " + " in report["checkpoint"]

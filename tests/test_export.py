@@ -187,7 +187,7 @@ def test_cli_export_and_evaluate(trained_checkpoint, tmp_path, capsys):
     assert json.loads((out / META_FILE).read_text())["quantization"] == "int8"
     assert run_main(capsys, "export", "-m", trained_checkpoint, "-o", out)[0] == 2  # exists, no --force
     code, report, _ = run_main(capsys, "evaluate", "--model", out, "--dataset", "multi30k", "--beam", 2,
-                          "--data-dir", data_dir, "--output-dir", tmp_path / "eval")
+                          "--data-dir", data_dir, "-o", tmp_path / "eval")
     report = json.loads(report)
     assert code == 0 and report["sentences"] == 30 and report["bleu"] > 50
     assert report["decoding"]["engine"] == "ctranslate2"

@@ -99,7 +99,7 @@ def test_5_evaluate_reads_lines_as_wc_does(capsys, tmp_path, trained_checkpoint)
     (tmp_path / "s.en").write_text("".join(s + "\n" for s in src), encoding="utf-8", newline="")
     (tmp_path / "s.fr").write_text("".join(r + "\n" for r in ref), encoding="utf-8", newline="")
     code, out, err = run(capsys, "evaluate", "-m", trained_checkpoint, "--src", tmp_path / "s.en", "--ref",
-                         tmp_path / "s.fr", "--beam", "1", "--output-dir", tmp_path / "eval")
+                         tmp_path / "s.fr", "--beam", "1", "-o", tmp_path / "eval")
     assert code == 0, err
     assert json.loads(out)["sentences"] == 20
     hyps = next((tmp_path / "eval").glob("model-*.s.beam1.hyp.txt")).read_bytes().count(b"\n")
@@ -155,7 +155,7 @@ def test_10_empty_references_are_an_error_naming_the_line(capsys, tmp_path, trai
     (tmp_path / "s.en").write_text("The cat eats.\nThe dog sees a book.\n")
     (tmp_path / "s.fr").write_text("Le chat mange.\n\n")
     code, _, err = run(capsys, "evaluate", "-m", trained_checkpoint, "--src", tmp_path / "s.en", "--ref",
-                       tmp_path / "s.fr", "--output-dir", tmp_path / "eval")
+                       tmp_path / "s.fr", "-o", tmp_path / "eval")
     assert code == 1 and "s.fr, line 2: empty reference" in one_line_error(err)
 
 
@@ -213,8 +213,8 @@ def test_14_paths_are_checked_before_the_model_loads(capsys, tmp_path, flags, wh
 def test_14_evaluate_checks_its_output_folder_before_decoding(capsys, tmp_path, trained_checkpoint):
     (tmp_path / "a_file").write_text("x")
     code, _, err = run(capsys, "evaluate", "-m", trained_checkpoint, "--dataset", "multi30k",
-                       "--output-dir", tmp_path / "a_file" / "eval")
-    assert code == 2 and "--output-dir" in one_line_error(err)
+                       "-o", tmp_path / "a_file" / "eval")
+    assert code == 2 and "-o/--output" in one_line_error(err)
 
 
 def test_14_train_errors_are_one_line(capsys, tmp_path, prepared):

@@ -221,7 +221,7 @@ def test_5a_two_runs_best_checkpoints_never_overwrite_each_others_reports(capsys
         ckpt.parent.mkdir(parents=True)
         shutil.copy(trained_checkpoint, ckpt)
         code, out, err = run(capsys, "evaluate", "-m", ckpt, "--src", tmp_path / "s.en", "--ref", tmp_path / "r.fr",
-                             "--beam", "1", "--output-dir", tmp_path / "eval")
+                             "--beam", "1", "-o", tmp_path / "eval")
         assert code == 0, err
         path = json.loads(out)["report_path"]
         assert f"report: {path}" in err  # says where it went
@@ -244,7 +244,7 @@ def test_6_empty_and_blank_input_at_the_defaults(capsys, tmp_path, trained_check
     assert code == 0 and (tmp_path / "out").read_text() == "\n\n\n", err
     (tmp_path / "ref").write_text("a\nb\nc\n")
     code, out, err = run(capsys, "evaluate", "-m", trained_checkpoint, "--workers", "2", "--src", blank, "--ref",
-                         tmp_path / "ref", "--output-dir", tmp_path / "eval")
+                         tmp_path / "ref", "-o", tmp_path / "eval")
     assert code == 0 and json.loads(out)["sentences"] == 3, err
     with TestClient(create_app(translator)) as c:
         for q in ([], [""], "", ["", " "]):
@@ -537,18 +537,18 @@ def test_contract_broken_pipe_exits_quietly(tmp_path, trained_checkpoint):
 def test_contract_a_file_is_translated_in_chunks():
     import argparse
 
-    from minitrans import cli
+    from minitrans import commands
 
     a = argparse.Namespace(sentences=[], input=None)
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"chunks{os.getpid()}.txt"
-    path.write_text("x\n" * (2 * cli.CHUNK_LINES + 5))
+    path.write_text("x\n" * (2 * commands.CHUNK_LINES + 5))
     try:
         a.input = str(path)
-        chunks = list(cli._lines(a))
+        chunks = list(commands._lines(a))
     finally:
         path.unlink()
-    assert [first for first, _ in chunks] == [1, cli.CHUNK_LINES + 1, 2 * cli.CHUNK_LINES + 1]
-    assert sum(len(c) for _, c in chunks) == 2 * cli.CHUNK_LINES + 5
+    assert [first for first, _ in chunks] == [1, commands.CHUNK_LINES + 1, 2 * commands.CHUNK_LINES + 1]
+    assert sum(len(c) for _, c in chunks) == 2 * commands.CHUNK_LINES + 5
 
 
 def test_contract_input_from_a_named_pipe_or_process_substitution(capsys, tmp_path, trained_checkpoint):
@@ -578,9 +578,9 @@ def test_contract_a_validation_interval_longer_than_an_epoch_is_one_line(capsys,
 
 
 def test_contract_translate_to_a_file_says_what_went_where(capsys, tmp_path, trained_checkpoint, monkeypatch):
-    from minitrans import cli
+    from minitrans import commands
 
-    monkeypatch.setattr(cli, "CHUNK_LINES", 4)  # a "long" input of three chunks
+    monkeypatch.setattr(commands, "CHUNK_LINES", 4)  # a "long" input of three chunks
     source = tmp_path / "in.txt"
     source.write_text("The cat eats.\n" * 10)
     code, out, err = run(capsys, "translate", "-m", trained_checkpoint, "--beam", "1", "-i", source,
@@ -601,6 +601,6 @@ def test_contract_evaluate_takes_checkpoints_either_way(capsys, tmp_path, traine
     shutil.copy(trained_checkpoint, other)
     for flags in (["-m", trained_checkpoint, other], ["-m", trained_checkpoint, "-m", other]):
         code, out, err = run(capsys, "evaluate", *flags, "--src", tmp_path / "s.en", "--ref", tmp_path / "r.fr",
-                             "--beam", "1", "--output-dir", tmp_path / "eval")
+                             "--beam", "1", "-o", tmp_path / "eval")
         assert code == 0, err
         assert out.count(str(trained_checkpoint)) == 1 and out.count(str(other)) == 1, out

@@ -124,7 +124,7 @@ def test_evaluate_scores_every_component_of_a_mixture_checkpoint(mixture, mixtur
     assert [c["name"] for c in data["corpora"]] == ["everyday", "captions"]
     assert [s["name"] for s in eval_sets(data, None)] == ["everyday", "captions"]
     assert eval_sets(data, "multi30k")[0]["name"] == "captions"  # by dataset too
-    cli.main(["evaluate", "-m", str(path), "--beam", "1", "--output-dir", str(tmp_path)])
+    cli.main(["evaluate", "-m", str(path), "--beam", "1", "-o", str(tmp_path)])
     rows = capsys.readouterr().out.splitlines()
     assert rows[1].split()[1] == "everyday/test" and rows[2].split()[1] == "captions/test"
     # The test split rebuilt for evaluation is the one training held out (same seed and sizes).

@@ -104,7 +104,7 @@ def test_evaluate_keeps_sources_and_references_aligned(capsys, tmp_path, trained
     src.write_bytes("".join(line + "\n" for line in lines).encode())
     ref.write_bytes("".join(line + "\n" for line in lines).encode())
     cli.main(["evaluate", "-m", str(trained_checkpoint), "--src", str(src), "--ref", str(ref), "--beam", "1",
-              "--output-dir", str(tmp_path / "eval")])
+              "-o", str(tmp_path / "eval")])
     report = json.loads(capsys.readouterr().out)
     assert report["sentences"] == len(lines)
     assert next((tmp_path / "eval").glob("model-*.s.beam1.hyp.txt")).read_bytes().count(b"\n") == len(lines)

@@ -257,7 +257,26 @@ def test_the_page_in_a_real_browser(live_server, tmp_path):
         assert page.inner_text("#attention-title") == page.inner_text("#results > li:nth-child(1) .sentence:nth-child(2)")
         assert page.inner_text("#attention-title") != first_title or first_title == ""
         assert "not an explanation" in page.inner_text(".caption")
+        # Blank lines give no empty item; the alternatives list the others, with labelled scores
+        # (issue #44: alternative 1 repeated the best, its scores had no label).
+        page.fill("#source", "The cat eats the bread.\n\n  \nThe bird sings.")
+        page.fill("#nbest", "3")
+        page.click("#translate")
+        page.wait_for_selector("#results > li:nth-child(2) .alts")
+        assert page.locator("#results > li").count() == 2
+        best = page.inner_text("#results > li:nth-child(1) .best")
+        others = page.locator("#results > li:nth-child(1) .alts > li").all_inner_texts()
+        assert best and len(others) == 2 and page.get_attribute("#results > li:nth-child(1) .alts", "start") == "2"
+        assert all(" score -" in o or " score 0" in o for o in others)
+        assert "best score" in page.inner_text("#results > li:nth-child(1)")
         page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
+        # A phone-width window does not scroll sideways.
+        page.set_viewport_size({"width": 360, "height": 740})
+        page.fill("#source", "Supercalifragilisticexpialidociouslyunbelievablylongwordwithoutanybreaks. The cat eats.")
+        page.click("#translate")
+        page.wait_for_selector("#results > li .best")
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), \
+            page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         browser.close()
     assert (tmp_path / "page.png").stat().st_size > 0
     assert all(r.startswith(url) for r in requests), [r for r in requests if not r.startswith(url)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from minitrans import sizing
-from minitrans.cli import _dimensions_given, _size_model, lightning_main
+from minitrans.train_cli import _dimensions_given, _size_model, lightning_main
 from minitrans.sizing import CANDIDATES, MIN_STEPS, choose, expected_steps, probe
 
 BUDGET = 600.0  # 10 minutes
@@ -108,7 +108,7 @@ def test_training_stores_the_choice_and_evaluate_reports_it(tmp_path, prepared, 
     assert meta["sizing"]["chosen"] == "xs" and meta["model_config"]["d_model"] == 128
     code, out, err = run_main(capsys, "evaluate", "-m", str(tmp_path / "ckpt" / "last.ckpt"), "--beam", "1",
                               "--dataset", "multi30k", "--data-dir", str(prepared.hparams.data_dir),
-                              "--output-dir", str(tmp_path / "eval"))
+                              "-o", str(tmp_path / "eval"))
     assert code == 0, err
     assert "model size xs:" in err and json.loads(out)["model_size"]["chosen"] == "xs"
 

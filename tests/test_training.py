@@ -12,7 +12,7 @@ import yaml
 from conftest import make_datamodule
 from minitrans import ModelConfig
 from minitrans.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, load_for_inference
-from minitrans.cli import lightning_main
+from minitrans.train_cli import lightning_main
 from minitrans.schedule import cosine, inverse_sqrt
 from minitrans.training import TranslationModule
 

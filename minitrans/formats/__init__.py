@@ -29,6 +29,14 @@ EXTENSIONS = {".html": "html", ".htm": "html", ".xhtml": "html", ".md": "markdow
               ".srt": "srt"}
 
 
+def extension_list() -> str:
+    """The extensions each format is read from, for help texts: ``.html/.htm/... (html), ...``."""
+    by_format: dict[str, list[str]] = {}
+    for extension, name in EXTENSIONS.items():
+        by_format.setdefault(name, []).append(extension)
+    return ", ".join(f"{'/'.join(extensions)} ({name})" for name, extensions in by_format.items())
+
+
 def format_for(name: str | None, path: str | os.PathLike | None) -> str:
     """The format to use: ``name`` when given (not ``auto``), else by ``path``'s extension."""
     if name and name != "auto":

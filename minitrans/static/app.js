@@ -39,7 +39,9 @@ async function loadModelInfo() {
 }
 
 async function translate() {
-  const lines = $("source").value.split("\n");
+  // Each non-blank line is a text (a paragraph); blank lines separate them and give no item.
+  const lines = $("source").value.split("\n").filter((line) => line.trim());
+  if (!lines.length) return;
   const [source, target] = $("direction").value.split("-");
   const body = { q: lines, beam: Number($("beam").value), nbest: Number($("nbest").value),
                  attention: withAttention, source, target };
@@ -106,22 +108,37 @@ function renderResults() {
     src.textContent = r.source;
     li.append(best, src);
     if (r.nbest.length > 1) {
+      // The best is shown above: list the others, each with its score, named.
       const alts = document.createElement("ol");
       alts.className = "alts";
-      r.nbest.forEach((alt) => {
+      alts.start = 2;
+      alts.setAttribute("aria-label", "other translations");
+      r.nbest.slice(1).forEach((alt) => {
         const a = document.createElement("li");
         a.textContent = alt.translation;
-        const s = document.createElement("span");
-        s.className = "score";
-        s.textContent = alt.score === null ? "" : alt.score.toFixed(3);
-        a.append(s);
+        a.append(" ", scoreLabel(alt.score));
         alts.append(a);
       });
-      li.append(alts);
+      const label = document.createElement("div");
+      label.className = "alts-label";
+      label.textContent = "other translations";
+      label.append(" ", scoreLabel(r.score, "best"));
+      li.append(label, alts);
     }
     li.addEventListener("click", () => { chosen = [i, 0]; renderResults(); renderAttention(); });
     list.append(li);
   });
+}
+
+// A search score, labelled: the length-normalised log-probability (higher is better; 0 is certain).
+function scoreLabel(score, which = "") {
+  const s = document.createElement("span");
+  s.className = "score";
+  if (score === null || score === undefined) return s;
+  s.textContent = `${which ? which + " " : ""}score ${score.toFixed(3)}`;
+  s.title = "the search's score: log-probability divided by a length penalty (higher is better, 0 is certain); " +
+    "comparable between the alternatives of one sentence, not between sentences";
+  return s;
 }
 
 // The model's own confidence, as a tooltip; "low" only for a calibrated model (minitrans calibrate).
