@@ -30,9 +30,12 @@ from pathlib import Path
 
 import torch
 
+from minitrans.engines import ENGINES
 from minitrans.errors import MinitransError
 
 log = logging.getLogger(__name__)
+#: What ``--engine`` accepts: ``auto`` (the default: :func:`load`) or a registered reader.
+ENGINE_CHOICES = ("auto", *ENGINES)
 
 
 @dataclass(frozen=True)
@@ -68,10 +71,21 @@ def choose(device: str = "cpu", precision: str = "auto", shortlist: bool = False
     return Choice("ctranslate2", "auto: CTranslate2 is installed and nothing asked needs the native engine")
 
 
+def open_model(path: str | os.PathLike, engine: str | None = "auto", device: str = "cpu", **options):
+    """``(engine, tokenizer, metadata)`` of the model at ``path``: ``auto`` (or None) as
+    :func:`load` decodes it, any other name by that registered reader
+    (:func:`minitrans.engines.open_model`)."""
+    from minitrans import engines
+
+    if engine in (None, "auto"):
+        return load(path, device, **options)
+    return engines.open_model(path, engine, device, **options)
+
+
 def load(path: str | os.PathLike, device: str = "cpu", precision: str = "auto", shortlist: bool = False,
          workers: int = 0, max_tokens: int | None = None, bf16: bool = False, int8: bool = False):
     """``(engine, tokenizer, metadata)`` of the model at ``path`` as ``--engine auto`` decodes it:
-    an exported folder by CTranslate2, a checkpoint by :func:`choose`'s engine."""
+    an exported folder by its own engine, a checkpoint by :func:`choose`'s engine."""
     from minitrans import engines
     from minitrans.precision import requested
 

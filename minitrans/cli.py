@@ -65,7 +65,7 @@ def add_decoding_flags(p: argparse.ArgumentParser, whose: str = "") -> None:
     once: ``--engine --device --precision --shortlist --workers --beam --alpha`` (and the old
     ``--bf16``/``--int8``, hidden)."""
     from minitrans.precision import PRECISIONS
-    from minitrans.engines import ENGINE_CHOICES
+    from minitrans.auto_engine import ENGINE_CHOICES
     from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
 
     p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=ENGINE_HELP)

@@ -20,8 +20,9 @@ A reader module provides ``recognises(path) -> bool``, ``load(path, device, **op
 (engine, tokenizer, metadata)`` and ``metadata(path) -> dict``; a writer module provides
 ``export(checkpoint, output_dir, quantization, force) -> Path`` and ``QUANTIZATIONS``.
 Modules are imported only when their format is used (reading never imports a writer).
-``--engine auto``, the default, is not a format: :mod:`minitrans.auto_engine` picks a reader for
-the work (CTranslate2 for a checkpoint where it can, through a cached conversion).
+``--engine auto``, the default, is not a format and not in this table: :mod:`minitrans.auto_engine`,
+one floor up, picks a reader for the work (CTranslate2 for a checkpoint where it can, through a
+cached conversion).
 """
 
 from __future__ import annotations
@@ -108,17 +109,13 @@ REGISTRY: dict[str, Format] = {
     "hf": Format(reader=None, writer="minitrans.hf_export"),
 }
 ENGINES = tuple(name for name, fmt in REGISTRY.items() if fmt.reader)
-#: What ``--engine`` accepts: ``auto`` (the default, :mod:`minitrans.auto_engine`) or a reader.
-ENGINE_CHOICES = ("auto", *ENGINES)
 EXPORT_FORMATS = tuple(name for name, fmt in REGISTRY.items() if fmt.writer)
 
 
 def reader(name: str) -> ModuleType:
-    """The module that reads format ``name`` (``auto``: :mod:`minitrans.auto_engine`, which picks one)."""
-    if name == "auto":
-        return importlib.import_module("minitrans.auto_engine")
+    """The module that reads format ``name``."""
     if name not in ENGINES:
-        raise UsageError(f"--engine must be one of {', '.join(ENGINE_CHOICES)}, got {name!r}.")
+        raise UsageError(f"--engine must be one of auto, {', '.join(ENGINES)}, got {name!r}.")
     return importlib.import_module(REGISTRY[name].reader)
 
 
@@ -140,12 +137,12 @@ def is_exported(path: str | os.PathLike) -> bool:
     return engine_for(path) != "native"
 
 
-def open_model(path: str | os.PathLike, engine: str | None = "auto", device: str = "cpu", **options):
-    """``(engine, tokenizer, metadata)`` of the model at ``path``, read by ``engine`` (``auto``
-    or None: an exported folder by its reader, a checkpoint by the fastest engine that can do the
-    work, :mod:`minitrans.auto_engine`). Each reader's ``load`` refuses, in one line naming the
-    right ``--engine``, a path of another format."""
-    return reader(engine or "auto").load(path, device, **options)
+def open_model(path: str | os.PathLike, engine: str | None = None, device: str = "cpu", **options):
+    """``(engine, tokenizer, metadata)`` of the model at ``path``, read by ``engine`` (default:
+    by what the path is). Each reader's ``load`` refuses, in one line naming the right
+    ``--engine``, a path of another format. ``--engine auto`` is the layer above:
+    :func:`minitrans.auto_engine.load` picks the reader for the work."""
+    return reader(engine or engine_for(path)).load(path, device, **options)
 
 
 def load_metadata(path: str | os.PathLike) -> dict:

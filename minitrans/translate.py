@@ -22,7 +22,8 @@ from minitrans.checkpoint import load_for_inference
 from minitrans import languages, segment
 from minitrans.confidence import confidence
 from minitrans.cleaning import check_unicode, clean, has_words, without_format_characters
-from minitrans.engines import DEFAULT_MAX_TOKENS, is_exported, open_model
+from minitrans.auto_engine import open_model
+from minitrans.engines import DEFAULT_MAX_TOKENS, is_exported
 from minitrans.native_engine import NativeEngine
 from minitrans.precision import requested
 from minitrans.errors import CheckpointError, UsageError
