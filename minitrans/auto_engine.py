@@ -48,20 +48,25 @@ class Choice:
 
 def ctranslate2_available() -> bool:
     """Whether the ``ctranslate2`` package can be imported."""
+    from minitrans.ctranslate2_engine import import_ctranslate2
+
     try:
-        import ctranslate2  # noqa: F401
-    except ImportError:
+        import_ctranslate2()
+    except MinitransError:
         return False
     return True
 
 
-def choose(device: str = "cpu", precision: str = "auto", shortlist: bool = False,
+def choose(device: str = "cpu", precision: str = "auto", shortlist: bool = False, attention: bool = False,
            available=ctranslate2_available) -> Choice:
     """The engine ``--engine auto`` takes for a checkpoint decoded on ``device`` with these
-    options (see the module notes)."""
+    options (see the module notes). ``attention``: every sentence of the work needs attention
+    weights (``--plot-attention``), so the whole run goes to the engine that has them."""
     kind = torch.device(device).type
     if kind != "cpu":
         return Choice("native", f"auto: {kind} device (CTranslate2 is used on CPUs only)")
+    if attention:
+        return Choice("native", "auto: --plot-attention (attention weights come from the native engine)")
     if shortlist:
         return Choice("native", "auto: --shortlist is the native engine's")
     if precision == "bf16":
@@ -79,11 +84,13 @@ def open_model(path: str | os.PathLike, engine: str | None = "auto", device: str
 
     if engine in (None, "auto"):
         return load(path, device, **options)
+    options.pop("attention", None)  # a named engine is what it is
     return engines.open_model(path, engine, device, **options)
 
 
 def load(path: str | os.PathLike, device: str = "cpu", precision: str = "auto", shortlist: bool = False,
-         workers: int = 0, max_tokens: int | None = None, bf16: bool = False, int8: bool = False):
+         workers: int = 0, max_tokens: int | None = None, bf16: bool = False, int8: bool = False,
+         attention: bool = False):
     """``(engine, tokenizer, metadata)`` of the model at ``path`` as ``--engine auto`` decodes it:
     an exported folder by its own engine, a checkpoint by :func:`choose`'s engine."""
     from minitrans import engines
@@ -96,7 +103,7 @@ def load(path: str | os.PathLike, device: str = "cpu", precision: str = "auto", 
         engine, tokenizer, meta = engines.reader(fmt).load(path, device, **options)
         engine.reason = f"auto: {Path(path).name} is a {fmt} folder"
         return engine, tokenizer, meta
-    choice = choose(device, precision, shortlist)
+    choice = choose(device, precision, shortlist, attention)
     if choice.engine == "ctranslate2":
         from minitrans.checkpoint import checkpoint_metadata
 

@@ -213,11 +213,8 @@ def _load_translator(paths: list[str], a: argparse.Namespace):
             raise UsageError("--ensemble runs on the native engine: give .ckpt files without --engine ctranslate2.")
         translator = Translator.from_checkpoints(paths, device=a.device, **engine_options(a))
     else:
-        plotting = getattr(a, "plot_attention", None) and a.engine == "auto"  # the whole run on one engine
-        translator = Translator.load(paths[0], "native" if plotting else a.engine, device=a.device,
-                                     **engine_options(a))
-        if plotting:
-            translator.engine.reason = "auto: --plot-attention (attention weights come from the native engine)"
+        translator = Translator.load(paths[0], a.engine, device=a.device, **engine_options(a),
+                                     attention=bool(getattr(a, "plot_attention", None)))
     print(translator.describe(), file=sys.stderr)
     return translator
 

@@ -82,7 +82,7 @@ def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
             "training_data": {k: data.get(k) for k in ("dataset", "corpora", "vocab_size") if k in data},
             "validation": meta.get("validation"), "averaged_from": public.get("averaged_from"),
             "decoding": {"engine": translator.engine.name, "engine_reason": translator.engine_reason,
-                         "attention": translator.decoding()["attention"],
+                         "attention": translator.attention_available,
                          "max_len_a": translator.max_len_a, "max_len_b": translator.max_len_b,
                          "bf16": translator.bf16, "precision": translator.precision,
                          "shortlist": translator.shortlist,

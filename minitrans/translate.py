@@ -148,6 +148,7 @@ class Translator:
         weights: a native copy is loaded the first time they are asked for."""
         limits = {k: kwargs.pop(k) for k in ("max_len_a", "max_len_b") if k in kwargs}
         model_engine, tokenizer, meta = open_model(path, engine, device, **kwargs)
+        kwargs.pop("attention", None)  # auto's choice only (auto_engine.choose), not an engine option
         decoding = {k: v for k, v in meta.get("decoding", {}).items() if k in ("max_len_a", "max_len_b")}
         translator = cls(model_engine, tokenizer, **{**decoding, **limits})
         translator.meta = meta
@@ -164,9 +165,13 @@ class Translator:
         """What decodes and why: the engine, its reason, the precision (:attr:`precision`), the
         workers, and whether attention weights are available (``/v1/model``, evaluation reports)."""
         return {"engine": self.engine.name, "engine_reason": self.engine_reason, **self.precision,
-                "workers": self.engine.workers,
-                "attention": isinstance(getattr(self.engine, "model", None), Transformer)
-                or self._native_source is not None}
+                "workers": self.engine.workers, "attention": self.attention_available}
+
+    @property
+    def attention_available(self) -> bool:
+        """Whether attention weights can be asked for: a native model, or a checkpoint whose
+        native copy :meth:`attention_engine` loads."""
+        return isinstance(getattr(self.engine, "model", None), Transformer) or self._native_source is not None
 
     def describe(self) -> str:
         """:meth:`decoding` as the one line the commands print on stderr."""

@@ -28,6 +28,7 @@ SENTENCES = [e for e, _ in synthetic_pairs(30, seed=45)] + ["", "The cat.", "A d
     ({"device": "cuda"}, "native", "cuda device"),
     ({"device": "mps"}, "native", "mps device"),
     ({"shortlist": True}, "native", "--shortlist"),
+    ({"attention": True}, "native", "--plot-attention"),
     ({"precision": "bf16"}, "native", "bf16"),
     ({"available": lambda: False}, "native", "not installed"),
 ])
@@ -217,13 +218,16 @@ def test_the_cache_follows_xdg_and_minitrans_cache(monkeypatch, tmp_path):
 
 
 # -- what the commands say -------------------------------------------------------------------
-def test_translate_says_on_one_stderr_line_which_engine_decoded(trained_checkpoint, capsys):
+def test_translate_says_on_one_stderr_line_which_engine_decoded(trained_checkpoint, capsys, tmp_path):
     code, out, err = run_main(capsys, "translate", "-m", trained_checkpoint, "--beam", 1, "The cat eats.")
     assert code == 0 and out.strip()
     (line,) = [x for x in err.splitlines() if x.startswith("decoding with")]
     assert "ctranslate2" in line and "auto:" in line
     code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "--engine", "native", "The cat eats.")
     assert code == 0 and "decoding with native" in err and "asked for with --engine native" in err
+    code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "--plot-attention",
+                            tmp_path / "att.png", "The cat eats.")
+    assert code == 0 and "decoding with native" in err and "auto: --plot-attention" in err
 
 
 def test_evaluate_records_the_engine_and_why(trained_checkpoint, tmp_path, capsys):
