@@ -116,10 +116,17 @@ def add_model_flag(p: argparse.ArgumentParser, action: str, help: str) -> None:
     evaluate, serve, export, average). The old spellings ``-c``/``--checkpoint`` still work, with a
     note; they are hidden from ``--help`` because ``-c`` means the config in ``train``."""
     nargs = "+" if action == "extend" else None
-    p.add_argument("--model", "-m", dest="checkpoint", action=action, nargs=nargs, metavar="MODEL",
-                   help=help + " (required)")
+    shown_required(p.add_argument("--model", "-m", dest="checkpoint", action=action, nargs=nargs, metavar="MODEL",
+                                  help=help + " (required)"))
     add_old_spelling(p, *OLD_MODEL_FLAGS, new="-m/--model", action=action, why="in `train`, -c is the config",
                      dest="checkpoint", nargs=nargs)
+
+
+def shown_required(action: argparse.Action) -> argparse.Action:
+    """Mark a flag that is required but checked by hand (an old spelling or positional may stand
+    in for it: :func:`resolve_model_args`), so that usage lines show it without brackets."""
+    action.shown_required = True
+    return action
 
 
 def add_held_out_flags(p: argparse.ArgumentParser, dataset_help: str, split_default: str, split_help: str) -> None:
@@ -135,17 +142,6 @@ def add_held_out_flags(p: argparse.ArgumentParser, dataset_help: str, split_defa
 def add_data_dir_flag(p: argparse.ArgumentParser, why: str = "") -> None:
     """``--data-dir``: where the raw corpora are, over ``$MINITRANS_DATA``."""
     p.add_argument("--data-dir", help=f"raw corpora{why} (default: $MINITRANS_DATA; this flag wins over it)")
-
-
-def show_required(p: argparse.ArgumentParser, *flags: str) -> None:
-    """Print ``flags`` (checked by hand, since old spellings may stand in for them) as required
-    in ``p``'s usage line, not in brackets."""
-    import re
-
-    usage = p.format_usage().removeprefix("usage: ").strip()
-    for flag in flags:
-        usage = re.sub(rf"\[({re.escape(flag)} [A-Z_]+(?: \[[A-Z_]+ \.\.\.\])?)\]", r"\1", usage)
-    p.usage = usage.replace("%", "%%")  # argparse formats it with %(prog)s
 
 
 class _Downloadable:
@@ -231,7 +227,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot-attention", metavar="FILE.png", help="save the first sentence's cross-attention")
     p.add_argument("--layer", type=int, default=None, help="decoder layer to plot (default: last)")
     p.add_argument("--head", type=int, default=None, help="head to plot (default: mean over heads)")
-    show_required(p, "--model")
 
     p = command("evaluate", cmd_evaluate)
     add_model_flag(p, "extend", MODEL_HELP + "; several after one flag or the flag repeated (-m A B = -m A -m B)")
@@ -242,7 +237,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", dest="output_dir", default="outputs/eval", metavar="DIR",
                    help="the folder the report and hypotheses go to (default %(default)s)")
     add_old_spelling(p, "--output-dir", new="-o/--output", dest="output_dir")
-    show_required(p, "--model")
 
     p = command("calibrate", cmd_calibrate)
     add_model_flag(p, "store", "a .ckpt to calibrate (it is not changed)")
@@ -251,7 +245,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--share", type=float, default=0.1, help="share of validation sentences the flag marks as low")
     add_held_out_flags(p, "a corpus of the checkpoint's (default: every one it was trained on)", "valid",
                        "the held-out split to calibrate on")
-    show_required(p, "--model")
 
     p = command("shortlist", cmd_shortlist)
     add_model_flag(p, "store", "a .ckpt (it is not changed)")
@@ -261,13 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--frequent", type=int, default=SHORTLIST_FREQUENT,
                    help="most frequent target pieces every batch scores (default %(default)s)")
     add_data_dir_flag(p)
-    show_required(p, "--model")
 
     p = command("average", cmd_average)
     add_model_flag(p, "extend", "checkpoints of one run (same model config and tokenizer)")
     p.add_argument("old_positional", nargs="*", metavar="CKPT", help=argparse.SUPPRESS)
     p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write (never one of the inputs)")
-    show_required(p, "--model")
 
     p = command("serve", cmd_serve)
     add_model_flag(p, "append", MODEL_HELP + "; repeat it to serve one model per direction (e.g. en-fr and fr-en: "
@@ -301,23 +292,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-connections", type=int, default=limits.max_connections,
                    help="open connections at most (fewer if the process may open fewer files; the oldest one "
                         "still sending its headers is closed beyond; default %(default)s)")
-    show_required(p, "--model")
 
     p = command("export", cmd_export)
     add_model_flag(p, "store", "a .ckpt written by `minitrans train` or `minitrans average`")
-    p.add_argument("--output", "-o", dest="output_dir", metavar="OUTPUT",
-                   help="the model folder to write (argos: the .argosmodel file)")
+    shown_required(p.add_argument("--output", "-o", dest="output_dir", metavar="OUTPUT",
+                                  help="the model folder to write (argos: the .argosmodel file)"))
     p.add_argument("old_positional", nargs="*", metavar="CKPT DIR", help=argparse.SUPPRESS)
     p.add_argument("--format", default="ctranslate2",
                    help=f"the model format to write: {', '.join(EXPORT_FORMATS)} (default %(default)s)")
     p.add_argument("--quantization", default="float32", choices=QUANTIZATIONS,
                    help="weight type of the export (ctranslate2 and argos; hf writes float32)")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
-    show_required(p, "--model", "--output")
 
     p = command("distill", cmd_distill)
-    p.add_argument("--model", "-m", dest="teacher", action="append", metavar="MODEL",
-                   help="the teacher checkpoint (repeat it: an ensemble) (required)")
+    shown_required(p.add_argument("--model", "-m", dest="teacher", action="append", metavar="MODEL",
+                                  help="the teacher checkpoint (repeat it: an ensemble) (required)"))
     add_old_spelling(p, "--teacher", new="-m/--model", action="append", dest="teacher")
     p.add_argument("--monolingual", nargs="+", required=True, help="in-domain English text, one sentence per line")
     p.add_argument("--output", "-o", dest="out", default="runs/distill/data", metavar="DIR",
@@ -330,7 +319,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto", help=PRECISION_HELP)
     add_old_spelling(p, "--bf16", new="--precision bf16", action="store_true")
     p.add_argument("--limit", type=int, help="translate only the first N lines (trials)")
-    show_required(p, "--model")
 
     p = command("download", cmd_download)
     p.add_argument("--dataset", required=True, choices=_Downloadable(), metavar="NAME",
@@ -408,7 +396,18 @@ Every option, with its default: minitrans {command} --help-all."""
 
 
 class _DefaultsFormatter(argparse.HelpFormatter):
-    """Help that shows each option's default (when it has one worth showing)."""
+    """Help that shows each option's default (when it has one worth showing), and a flag
+    required by hand (:func:`shown_required`) as required in the usage line."""
+
+    def _format_usage(self, usage, actions, groups, prefix) -> str:
+        import re
+
+        text = super()._format_usage(usage, actions, groups, prefix)
+        for action in actions:
+            if getattr(action, "shown_required", False):
+                flag = re.escape(action.option_strings[0])
+                text = re.sub(rf"\[({flag} [A-Z_]+(?: \[[A-Z_]+ \.\.\.\])?)\]", r"\1", text)
+        return text
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
