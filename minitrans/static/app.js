@@ -16,7 +16,7 @@ function showModel() {
   const info = models[$("direction").value];
   if (!info) return;
   const c = info.model_config;
-  withAttention = info.decoding ? Boolean(info.decoding.attention) : info.engine === "native";
+  withAttention = Boolean(info.decoding.attention);  // a native model, or a .ckpt with a native copy
   const [src, tgt] = [info.source_language, info.target_language];
   $("source-name").textContent = NAMES[src] || src;
   $("target-name").textContent = NAMES[tgt] || tgt;
