@@ -301,7 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="ctranslate2",
                    help=f"the model format to write: {', '.join(EXPORT_FORMATS)} (default %(default)s)")
     p.add_argument("--quantization", default="float32", choices=QUANTIZATIONS,
-                   help="weight type of the export (ctranslate2 and argos; hf writes float32)")
+                   help="weight type of the export (ctranslate2 and argos; web: float32 or int8; hf writes float32)")
+    p.add_argument("--runtime", metavar="PATH",
+                   help="web: the onnxruntime-web tarball (`npm pack onnxruntime-web@VERSION`) or its dist/ folder "
+                        "(default: the cache, else a download from the npm registry)")
     p.add_argument("--force", action="store_true", help="replace an existing output folder")
 
     p = command("distill", cmd_distill)

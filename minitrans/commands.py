@@ -406,13 +406,19 @@ def cmd_serve(a: argparse.Namespace) -> None:
 
 
 def cmd_export(a: argparse.Namespace) -> None:
-    """Export a checkpoint for another program: CTranslate2, Argos Translate / LibreTranslate, or Hugging Face transformers."""
+    """Export a checkpoint for another program: CTranslate2, Argos Translate / LibreTranslate, Hugging Face
+    transformers, or a page that translates in the browser."""
     from minitrans.engines import writer
 
-    out = writer(a.format).export(a.checkpoint, a.output_dir, a.quantization, a.force)
+    if a.runtime and a.format != "web":
+        raise UsageError("--runtime is the onnxruntime-web of --format web; the other formats have no runtime to give.")
+    options = {"runtime": a.runtime} if a.format == "web" else {}
+    out = writer(a.format).export(a.checkpoint, a.output_dir, a.quantization, a.force, **options)
     how = {"argos": f"install it with argostranslate.package.install_from_path({str(out)!r}) (LibreTranslate "
                     "serves the packages argos has installed)",
-           "hf": f"load it with transformers' AutoModelForSeq2SeqLM.from_pretrained({str(out)!r})"}
+           "hf": f"load it with transformers' AutoModelForSeq2SeqLM.from_pretrained({str(out)!r})",
+           "web": f"serve it with `python -m http.server -d {out}` and open http://localhost:8000/ (a page opened "
+                  "as a file cannot load its model)"}
     print(f"exported {a.checkpoint} to {out} ({a.quantization}); "
           + how.get(a.format, f"translate with `minitrans translate --engine {a.format} --model {out}`"))
 

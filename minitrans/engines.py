@@ -14,7 +14,9 @@ module (or two: reader and writer) plus one line here:
 * ``argos`` — an Argos Translate package, written only (:mod:`minitrans.argos_export`): Argos
   Translate and LibreTranslate read it;
 * ``hf`` — a Hugging Face ``transformers`` folder, written only (:mod:`minitrans.hf_export`):
-  ``transformers`` reads it.
+  ``transformers`` reads it;
+* ``web`` — a static page that translates in the browser, written only (:mod:`minitrans.web_export`):
+  onnxruntime-web runs it.
 
 A reader module provides ``recognises(path) -> bool``, ``load(path, device, **options) ->
 (engine, tokenizer, metadata)`` and ``metadata(path) -> dict``; a writer module provides
@@ -107,6 +109,7 @@ REGISTRY: dict[str, Format] = {
     "ctranslate2": Format(reader="minitrans.ctranslate2_engine", writer="minitrans.ctranslate2_export"),
     "argos": Format(reader=None, writer="minitrans.argos_export"),
     "hf": Format(reader=None, writer="minitrans.hf_export"),
+    "web": Format(reader=None, writer="minitrans.web_export"),
 }
 ENGINES = tuple(name for name, fmt in REGISTRY.items() if fmt.reader)
 EXPORT_FORMATS = tuple(name for name, fmt in REGISTRY.items() if fmt.writer)

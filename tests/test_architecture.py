@@ -134,7 +134,7 @@ def test_engines_satisfy_the_protocol_and_every_format_is_registered(trained_che
     from minitrans.engines import ENGINES, EXPORT_FORMATS, REGISTRY, Engine, engine_for, reader, writer
     from minitrans.native_engine import NativeEngine
 
-    assert ENGINES == ("native", "ctranslate2") and EXPORT_FORMATS == ("ctranslate2", "argos", "hf")
+    assert ENGINES == ("native", "ctranslate2") and EXPORT_FORMATS == ("ctranslate2", "argos", "hf", "web")
     assert set(REGISTRY) == {*ENGINES, *EXPORT_FORMATS}
     for name in ENGINES:
         module = reader(name)
@@ -285,7 +285,7 @@ FLAGS: dict[str, list[str]] = {
         "--device", "--engine", "--help", "--host", "--int8", "--max-attention-values", "--max-chars",
         "--max-connections", "--max-queue", "--max-sentences", "--model", "--no-batching", "--no-shortlist",
         "--port", "--precision", "--read-timeout", "--shortlist", "--timeout", "--workers", "-c", "-h", "-m"],
-    "export": ["--checkpoint", "--force", "--format", "--help", "--model", "--output", "--quantization", "-c",
+    "export": ["--checkpoint", "--force", "--format", "--help", "--model", "--output", "--quantization", "--runtime", "-c",
         "-h", "-m", "-o"],
     "distill": ["--alpha", "--beam", "--bf16", "--chunk", "--data-dir", "--help", "--limit", "--model",
         "--monolingual", "--out", "--output", "--precision", "--teacher", "-h", "-m", "-o"],

@@ -1,5 +1,5 @@
-// minitrans web page: plain JavaScript, no build step, no external assets.
-"use strict";
+// minitrans web page: plain JavaScript (a module), no build step, no external assets.
+import { drawAttention } from "./heatmap.js";
 
 const $ = (id) => document.getElementById(id);
 let results = [];      // the last response's translations, one per input line
@@ -148,12 +148,6 @@ function confidenceNote(r) {
   return `\n${low}model confidence ${r.confidence.toFixed(2)} (its own probability per word, not a quality guarantee)`;
 }
 
-function fillSelect(select, options, keep) {
-  const previous = select.value;
-  select.replaceChildren(...options.map(([value, label]) => new Option(label, value)));
-  if (keep && options.some(([v]) => v === previous)) select.value = previous;
-}
-
 function renderAttention() {
   const line = results[chosen[0]];
   const r = line && line.sentences && line.sentences.length > 1 ? line.sentences[chosen[1]] : line;
@@ -161,44 +155,8 @@ function renderAttention() {
   if (!att || !att.layers.length) { $("attention-section").hidden = true; return; }
   $("attention-section").hidden = false;
   $("attention-title").textContent = r.translation;
-  const nLayers = att.layers.length, nHeads = att.layers[0].length;
-  fillSelect($("layer"), att.layers.map((_, i) => [String(i), `${i + 1} of ${nLayers}`]), true);
-  if (!$("layer").dataset.set) { $("layer").value = String(nLayers - 1); $("layer").dataset.set = "1"; }
-  fillSelect($("head"), [["mean", "mean over heads"], ...att.layers[0].map((_, h) => [String(h), `head ${h + 1}`])], true);
-  const layer = Number($("layer").value), head = $("head").value;
-  const weights = head === "mean" ? att.mean[layer] : att.layers[layer][Number(head)];  // (T, S)
-  const table = $("heatmap");
-  table.replaceChildren();
-  const thead = table.createTHead().insertRow();
-  thead.append(document.createElement("th"));
-  att.src_pieces.forEach((p) => { const th = document.createElement("th"); th.textContent = p; thead.append(th); });
-  const tbody = table.createTBody();
-  att.tgt_pieces.forEach((p, t) => {
-    const row = tbody.insertRow();
-    const th = document.createElement("th");
-    th.textContent = p;
-    row.append(th);
-    weights[t].forEach((w, s) => {
-      const td = row.insertCell();
-      td.className = "cell";
-      td.style.background = `rgba(31, 95, 191, ${w.toFixed(3)})`;
-      td.title = `${p} → ${att.src_pieces[s]}: ${w.toFixed(3)}`;
-    });
-    row.addEventListener("mouseenter", () => highlight(row, weights[t]));
-    row.addEventListener("mouseleave", () => highlight(null, null));
-  });
-}
-
-// Hovering a target piece highlights the source pieces it attends to.
-function highlight(row, w) {
-  const table = $("heatmap");
-  table.querySelectorAll("tr.hover").forEach((r) => r.classList.remove("hover"));
-  const heads = table.tHead.rows[0].cells;
-  for (let s = 1; s < heads.length; s++) {
-    heads[s].classList.toggle("lit", !!w && w[s - 1] > 0.5);  // white text only on dark cells
-    heads[s].style.background = w ? `rgba(31, 95, 191, ${w[s - 1].toFixed(3)})` : "";
-  }
-  if (row) row.classList.add("hover");
+  drawAttention({ table: $("heatmap"), layerSelect: $("layer"), headSelect: $("head"), src: att.src_pieces,
+                  tgt: att.tgt_pieces, layers: att.layers, mean: att.mean });
 }
 
 $("translate").addEventListener("click", translate);

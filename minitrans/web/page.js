@@ -1,0 +1,155 @@
+// The page of `minitrans export --format web`: loads the model into onnxruntime-web (WebAssembly),
+// translates what is typed, draws the cross-attention of a clicked sentence. No request leaves
+// the page's origin; no build step.
+
+import { Translator } from "./translator.js";
+import { drawAttention } from "./heatmap.js";
+
+const $ = (id) => document.getElementById(id);
+const EXAMPLES = {
+  en: "I don't speak French. Where is the station?\nTwo dogs are playing in the snow.",
+  fr: "Je ne parle pas anglais. Où est la gare ?\nDeux chiens jouent dans la neige.",
+};
+// The smallest module that uses a SIMD instruction (v128): WebAssembly.validate says whether SIMD runs.
+const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0,
+  65, 0, 253, 15, 253, 98, 11]);
+
+let translator = null;
+let results = [];       // one per input paragraph: {source, text, sentences}
+let chosen = [0, 0];    // [paragraph, sentence] whose attention is shown
+const attentions = new Map();
+
+function fail(message) {
+  $("error").textContent = message;
+  $("error").hidden = false;
+}
+
+/** A file of the folder as bytes, counting its bytes into the progress bar as they arrive. */
+async function fetchBytes(name, progress) {
+  const response = await fetch(name);
+  if (!response.ok) throw new Error(`${name}: HTTP ${response.status}`);
+  const reader = response.body.getReader(), parts = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    size += value.length;
+    progress(value.length);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const part of parts) { bytes.set(part, at); at += part.length; }
+  return bytes;
+}
+
+async function load() {
+  if (location.protocol === "file:") {
+    fail("This page must be served over HTTP: browsers do not let a page opened as a file load its model. " +
+         "In this folder run `python -m http.server`, then open http://localhost:8000/.");
+    return;
+  }
+  if (typeof WebAssembly !== "object" || !WebAssembly.validate(SIMD_PROBE)) {
+    fail("This browser cannot run WebAssembly SIMD, which the model's runtime needs: use a current Chrome, " +
+         "Edge, Firefox or Safari (16.4+).");
+    return;
+  }
+  const manifest = await (await fetch("manifest.json")).json();
+  const names = ["encoder.onnx", "decoder.onnx", "tokenizer.json", "ort-wasm-simd-threaded.wasm"];
+  const total = names.reduce((sum, n) => sum + manifest.files[n].bytes, 0);
+  let got = 0;
+  const progress = (n) => {
+    got += n;
+    $("load-progress").value = got / total;
+    $("load-status").textContent = `loading the model… ${(got / 1e6).toFixed(1)} of ${(total / 1e6).toFixed(1)} MB`;
+  };
+  const ort = await import("./ort.wasm.bundle.min.mjs");
+  const threads = self.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1;
+  ort.env.wasm.numThreads = threads;
+  const [wasm, encoder, decoder, tokenizer] = await Promise.all(
+    ["ort-wasm-simd-threaded.wasm", ...names.slice(0, 3)].map((n) => fetchBytes(n, progress)));
+  ort.env.wasm.wasmBinary = wasm;
+  translator = await Translator.create(ort, {
+    manifest, encoder, decoder, tokenizer: JSON.parse(new TextDecoder().decode(tokenizer)),
+  });
+  const { direction: d, model_config: c } = manifest;
+  $("source-name").textContent = d.source_name;
+  $("target-name").textContent = d.target_name;
+  $("direction").textContent = `${d.source_name} → ${d.target_name}`;
+  $("source").value = EXAMPLES[d.source] || "";
+  $("model-info").textContent = `Model: ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_model ${c.d_model}, ` +
+    `${(manifest.parameters / 1e6).toFixed(1)}M parameters, ${manifest.precision}, ` +
+    `onnxruntime-web ${manifest.runtime.version} on ${threads} thread${threads > 1 ? "s" : ""}.`;
+  $("loading").hidden = true;
+  $("translate").disabled = false;
+  document.body.dataset.ready = "1";
+}
+
+async function translate() {
+  $("error").hidden = true;
+  $("translate").disabled = true;
+  const beam = Math.max(1, Math.min(16, Number($("beam").value) || 1));
+  const started = performance.now();
+  try {
+    const paragraphs = $("source").value.split(/\r\n|\n|\r/).filter((p) => p.trim());
+    results = [];
+    attentions.clear();
+    for (const p of paragraphs) {
+      const r = await translator.translate(p, { beam }, (done, all) => {
+        $("latency").textContent = `sentence ${done} of ${all}…`;
+      });
+      results.push({ source: p, ...r });
+    }
+    chosen = [0, 0];
+    $("latency").textContent = `${Math.round(performance.now() - started)} ms`;
+    renderResults();
+    await renderAttention();
+  } catch (e) {
+    fail(`Translation failed: ${e.message || e}`);
+  } finally {
+    $("translate").disabled = false;
+  }
+}
+
+function renderResults() {
+  const list = $("results");
+  list.replaceChildren();
+  results.forEach((r, i) => {
+    const li = document.createElement("li");
+    li.className = i === chosen[0] ? "chosen" : "";
+    const best = document.createElement("div");
+    best.className = "best";
+    r.sentences.forEach((s, j) => {
+      const span = document.createElement("span");
+      span.className = "sentence" + (i === chosen[0] && j === chosen[1] ? " chosen" : "");
+      span.textContent = s.text;
+      span.title = s.source;
+      span.addEventListener("click", (e) => { e.stopPropagation(); chosen = [i, j]; renderResults(); renderAttention(); });
+      best.append(span, " ");
+    });
+    const src = document.createElement("div");
+    src.className = "src";
+    src.textContent = r.source;
+    li.append(best, src);
+    li.addEventListener("click", () => { chosen = [i, 0]; renderResults(); renderAttention(); });
+    list.append(li);
+  });
+}
+
+async function renderAttention() {
+  const sentence = results[chosen[0]]?.sentences[chosen[1]];
+  if (!sentence || !sentence.srcIds) { $("attention-section").hidden = true; return; }
+  const key = chosen.join(":");
+  if (!attentions.has(key)) attentions.set(key, await translator.attention(sentence));
+  const att = attentions.get(key);
+  $("attention-section").hidden = false;
+  $("attention-title").textContent = sentence.text;
+  drawAttention({ table: $("heatmap"), layerSelect: $("layer"), headSelect: $("head"), src: att.src, tgt: att.tgt,
+                  layers: att.weights });
+}
+
+$("translate").addEventListener("click", translate);
+$("layer").addEventListener("change", renderAttention);
+$("head").addEventListener("change", renderAttention);
+$("source").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) translate(); });
+load().catch((e) => fail(`The model could not be loaded: ${e.message || e}`));

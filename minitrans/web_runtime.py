@@ -1,0 +1,119 @@
+"""onnxruntime-web for the page of ``minitrans export --format web``: one pinned version, its two
+files, checked by sha256, never committed to the repository.
+
+A page needs two files of the npm package ``onnxruntime-web``: ``ort.wasm.bundle.min.mjs`` (the
+JavaScript API with its WebAssembly loader bundled in) and ``ort-wasm-simd-threaded.wasm`` (the
+runtime: SIMD, and threads where the page is cross-origin isolated). They come from, in order:
+
+1. ``--runtime PATH``: the package's tarball (``npm pack onnxruntime-web@VERSION``), or a folder
+   holding the two files (``node_modules/onnxruntime-web/dist``, or a copy);
+2. the cache, ``<cache>/web/onnxruntime-web-VERSION/`` (``<cache>`` as for the CTranslate2
+   conversions: ``$MINITRANS_CACHE``, ``$XDG_CACHE_HOME/minitrans``, ``~/.cache/minitrans``);
+3. the npm registry: the tarball is downloaded once, checked and unpacked into the cache.
+
+Every file is checked against the sha256 pinned here before it is used; a tarball that differs
+from the pinned one (another version, a damaged download) is refused with one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+import urllib.request
+from pathlib import Path
+
+from minitrans.ctranslate2_cache import cache_root
+from minitrans.errors import UsageError
+from minitrans.textio import atomic_folder
+
+VERSION = "1.31.1"
+TARBALL = f"https://registry.npmjs.org/onnxruntime-web/-/onnxruntime-web-{VERSION}.tgz"
+TARBALL_SHA256 = "bdccdb9fbb9ab537247c0c734e9b1d2b1b338b4f2a09faa58f0dc1cfa27c312c"
+#: The files a page needs, with their sha256.
+FILES = {
+    "ort.wasm.bundle.min.mjs": "51bd7168175767324ab0acfcfc4ca94a096a3826e3ebac9ccc4f195eb865f8dd",
+    "ort-wasm-simd-threaded.wasm": "4b884c203b0fa48d057be3332c65513ff85aa3c5bddd6946acc0fab7ecda001d",
+}
+LICENCE = "MIT"
+HOW = f"npm pack onnxruntime-web@{VERSION}"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _check(name: str, data: bytes, where: str) -> bytes:
+    if sha256(data) != FILES[name]:
+        raise UsageError(f"{where}: {name} is not the file of onnxruntime-web {VERSION} (sha256 differs); "
+                         f"give --runtime the tarball of `{HOW}` or its dist/ folder.")
+    return data
+
+
+def _from_tarball(data: bytes, where: str) -> dict[str, bytes]:
+    if sha256(data) != TARBALL_SHA256:
+        raise UsageError(f"{where} is not the tarball of onnxruntime-web {VERSION} (sha256 differs); "
+                         f"make it with `{HOW}`.")
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        return {name: _check(name, tar.extractfile(f"package/dist/{name}").read(), where) for name in FILES}
+
+
+def _from_folder(folder: Path) -> dict[str, bytes]:
+    for candidate in (folder, folder / "dist", folder / "node_modules" / "onnxruntime-web" / "dist"):
+        if all((candidate / name).is_file() for name in FILES):
+            return {name: _check(name, (candidate / name).read_bytes(), str(candidate)) for name in FILES}
+    raise UsageError(f"--runtime {folder}: no {' and '.join(FILES)} there (give the tarball of `{HOW}`, "
+                     "or the folder holding its dist/ files).")
+
+
+def cached_folder() -> Path:
+    return cache_root() / "web" / f"onnxruntime-web-{VERSION}"
+
+
+def _cached() -> dict[str, bytes] | None:
+    folder = cached_folder()
+    try:
+        files = {name: (folder / name).read_bytes() for name in FILES}
+    except OSError:
+        return None
+    return files if all(sha256(data) == FILES[name] for name, data in files.items()) else None
+
+
+def _download() -> bytes:
+    try:
+        with urllib.request.urlopen(TARBALL, timeout=120) as response:
+            return response.read()
+    except OSError as err:
+        raise UsageError(f"could not download onnxruntime-web {VERSION} from the npm registry ({err}); offline, "
+                         f"run `{HOW}` where there is a network and give the tarball with --runtime.") from None
+
+
+def runtime_files(runtime: str | os.PathLike | None = None) -> dict[str, bytes]:
+    """The two files' bytes, checked: from ``runtime`` (a tarball or folder), else the cache,
+    else the npm registry (then cached)."""
+    if runtime is not None:
+        path = Path(runtime)
+        if path.is_dir():
+            return _from_folder(path)
+        if not path.is_file():
+            raise UsageError(f"--runtime {path}: no such file or folder (give the tarball of `{HOW}`).")
+        return _from_tarball(path.read_bytes(), str(path))
+    files = _cached()
+    if files is None:
+        files = _from_tarball(_download(), TARBALL)
+        with atomic_folder(cached_folder(), replace=True) as tmp:
+            for name, data in files.items():
+                (tmp / name).write_bytes(data)
+    return files
+
+
+if __name__ == "__main__":  # python -m minitrans.web_runtime [TARBALL]: fill the cache (CI does this once)
+    import sys
+
+    got = runtime_files(sys.argv[1] if len(sys.argv) > 1 else None)
+    if len(sys.argv) > 1:
+        with atomic_folder(cached_folder(), replace=True) as tmp:
+            for name, data in got.items():
+                (tmp / name).write_bytes(data)
+    print(cached_folder())
