@@ -4,6 +4,7 @@
     MINITRANS_DATA=../shared/data python bench/segmentation.py [--segmenters pysbd,sentencex,syntok,regex]
     python bench/segmentation.py --worst-case   # pysbd's quadratic time, whole and in minitrans's windows
     python bench/segmentation.py --segmenters pysbd,regex,argos-onnx   # the splitter of minitrans's Argos packages
+    python bench/segmentation.py --segmenters pysbd,intl   # the web page's (Intl.Segmenter, under Node)
     MINITRANS_DATA=../shared/data python bench/segmentation.py --fast-path   # lines minitrans keeps whole vs pysbd
 
 Each test set joins k consecutive sentences (k = 2, 3, 5 in turn) of a held-out split with one
@@ -94,10 +95,41 @@ def segmenter(name: str, lang: str):
 
         detector = SBDetect(str(sentence_onnx.write(Path(tempfile.mkdtemp()) / f"{lang}.onnx", lang)), use_gpu=False)
         return detector.sentences
+    if name == "intl":  # the page of `export --format web`: Intl.Segmenter through minitrans/web/segment.js, under Node
+        return _node_segmenter(lang)
     if name == "regex":  # the baseline a library must beat: end punctuation, space, capital
         pattern = re.compile(r"(?<=[.!?…])[\"'»”)]*\s+(?=[\"'«“(]*[A-ZÀ-Ý0-9])")
         return lambda text: pattern.split(text)
     raise SystemExit(f"unknown segmenter {name}")
+
+
+_NODE_SPLIT = """
+import { split } from "%s";
+import readline from "node:readline";
+for await (const line of readline.createInterface({ input: process.stdin })) {
+  const { text, lang, abbreviations } = JSON.parse(line);
+  process.stdout.write(JSON.stringify(split(text, lang, abbreviations).sentences) + "\\n");
+}
+"""
+
+
+def _node_segmenter(lang: str):
+    """segment.js's split (Intl.Segmenter and the page's rules) in one long-lived Node process."""
+    import json
+    import subprocess
+
+    from minitrans.sentence_onnx import ABBREVIATIONS
+
+    abbreviations = list(ABBREVIATIONS.get(lang, ()))
+    module = (Path(__file__).resolve().parent.parent / "minitrans" / "web" / "segment.js").as_uri()
+    proc = subprocess.Popen(["node", "--input-type=module", "-e", _NODE_SPLIT % module], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, encoding="utf-8")
+
+    def run(text: str) -> list[str]:
+        proc.stdin.write(json.dumps({"text": text, "lang": lang, "abbreviations": abbreviations}) + "\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+    return run
 
 
 def load_sets(data_dir: str) -> dict[str, list[str]]:

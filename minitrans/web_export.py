@@ -39,6 +39,7 @@ from minitrans._version import __version__
 from minitrans.checkpoint import load_for_inference, published
 from minitrans.errors import UsageError
 from minitrans.onnx_graphs import QUANTIZATIONS, export_graphs
+from minitrans.sentence_onnx import ABBREVIATIONS
 from minitrans.search import DEFAULT_ALPHA, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from minitrans.textio import atomic_folder, check_replaceable_folder, file_sha256
 
@@ -106,6 +107,7 @@ def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantiz
             "precision": quantization,
             "decoding": {"max_len_a": decoding.get("max_len_a", DEFAULT_MAX_LEN_A),
                          "max_len_b": decoding.get("max_len_b", DEFAULT_MAX_LEN_B), "alpha": DEFAULT_ALPHA},
+            "segmentation": {"splitter": "Intl.Segmenter", "abbreviations": list(ABBREVIATIONS.get(source, ()))},
             "runtime": {"name": "onnxruntime-web", "version": web_runtime.VERSION, "licence": web_runtime.LICENCE,
                         "source": web_runtime.TARBALL, "sha256": dict(web_runtime.FILES)},
             "licences": {"minitrans (the page, translator and tokenizer code)": "MIT",

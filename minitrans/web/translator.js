@@ -84,6 +84,7 @@ export class Translator {
     const decoding = manifest.decoding;
     this.limits = { maxLenA: decoding.max_len_a, maxLenB: decoding.max_len_b, maxLen: manifest.model_config.max_len };
     this.source = manifest.direction.source;
+    this.abbreviations = manifest.segmentation?.abbreviations ?? [];
   }
 
   /** Source ids of one cleaned sentence as the model reads them: truncated to max_len-1, then eos. */
@@ -108,7 +109,7 @@ export class Translator {
   /** A text (paragraphs, several sentences) -> {text, sentences}: each sentence translated, the
    *  layout kept (line breaks as they were, the spaces between sentences as they were). */
   async translate(text, options = {}, progress = null) {
-    const seg = split(text.trim(), this.source);
+    const seg = split(text.trim(), this.source, this.abbreviations);
     const sentences = [];
     for (const s of seg.sentences) {
       sentences.push(await this.translateSentence(s, options));

@@ -63,3 +63,11 @@ test("split/join gives the text back and keeps line breaks as sentence ends", ()
   }
   assert.deepEqual(split("One. Two!\nThree", "en").sentences, ["One.", "Two!", "Three"]);
 });
+
+test("split: abbreviations and initials do not end a sentence; closing quotes stay with theirs", () => {
+  const en = split("Mr. Smith met J. K. Rowling. They talked.", "en", ["Mr", "Dr"]);
+  assert.deepEqual(en.sentences, ["Mr. Smith met J. K. Rowling.", "They talked."]);
+  assert.deepEqual(split("Mr. Smith left.", "en").sentences, ["Mr.", "Smith left."]); // no list: ICU's cut
+  const fr = split("« Merci. » « Avec plaisir. » Tom me tuera.", "fr", ["Mme"]);
+  assert.deepEqual(fr.sentences, ["« Merci. »", "« Avec plaisir. »", "Tom me tuera."]);
+});
