@@ -32,11 +32,7 @@ SHORT = "Two dogs are playing in the snow."
 SCRIPT = """async ([folder, lines, beam]) => {
     const ort = await import(`/${folder}/ort.wasm.bundle.min.mjs`);
     const { Translator } = await import(`/${folder}/translator.js`);
-    const bytes = async (n) => new Uint8Array(await (await fetch(`/${folder}/${n}`)).arrayBuffer());
-    const t = await Translator.create(ort, {
-        manifest: await (await fetch(`/${folder}/manifest.json`)).json(),
-        tokenizer: await (await fetch(`/${folder}/tokenizer.json`)).json(),
-        encoder: await bytes("encoder.onnx"), decoder: await bytes("decoder.onnx")});
+    const t = await Translator.fromFolder(ort, `/${folder}/`);
     await t.translateSentence("Warm up.", { beam });
     const start = performance.now(), out = [];
     for (const line of lines) out.push((await t.translateSentence(line, { beam })).text);

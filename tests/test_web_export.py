@@ -311,11 +311,7 @@ def test_page_in_chromium(static_server, trained_checkpoint):
         script = """async ([folder, lines]) => {
             const ort = await import(`/${folder}/ort.wasm.bundle.min.mjs`);
             const { Translator } = await import(`/${folder}/translator.js`);
-            const bytes = async (n) => new Uint8Array(await (await fetch(`/${folder}/${n}`)).arrayBuffer());
-            const t = await Translator.create(ort, {
-                manifest: await (await fetch(`/${folder}/manifest.json`)).json(),
-                tokenizer: await (await fetch(`/${folder}/tokenizer.json`)).json(),
-                encoder: await bytes("encoder.onnx"), decoder: await bytes("decoder.onnx")});
+                    const t = await Translator.fromFolder(ort, `/${folder}/`);
             const out = [];
             for (const line of lines) out.push((await t.translateSentence(line)).text);
             return out;

@@ -60,18 +60,14 @@ async function load() {
   let got = 0;
   const progress = (n) => {
     got += n;
-    $("load-progress").value = got / total;
-    $("load-status").textContent = `loading the model… ${(got / 1e6).toFixed(1)} of ${(total / 1e6).toFixed(1)} MB`;
+    $("load-progress").value = Math.min(1, got / total);
+    $("load-status").textContent = `loading the model… ${(Math.min(got, total) / 1e6).toFixed(1)} of ${(total / 1e6).toFixed(1)} MB`;
   };
   const ort = await import("./ort.wasm.bundle.min.mjs");
   const threads = self.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1;
   ort.env.wasm.numThreads = threads;
-  const [wasm, encoder, decoder, tokenizer] = await Promise.all(
-    ["ort-wasm-simd-threaded.wasm", ...names.slice(0, 3)].map((n) => fetchBytes(n, progress)));
-  ort.env.wasm.wasmBinary = wasm;
-  translator = await Translator.create(ort, {
-    manifest, encoder, decoder, tokenizer: JSON.parse(new TextDecoder().decode(tokenizer)),
-  });
+  ort.env.wasm.wasmBinary = await fetchBytes("ort-wasm-simd-threaded.wasm", progress);
+  translator = await Translator.fromFolder(ort, "", (name) => fetchBytes(name, progress));
   const { direction: d, model_config: c } = manifest;
   $("source-name").textContent = d.source_name;
   $("target-name").textContent = d.target_name;

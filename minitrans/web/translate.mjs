@@ -9,7 +9,7 @@ import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { Translator } from "./translator.js";
 
-const here = (name) => fileURLToPath(new URL(name, import.meta.url));
+const here = (name) => fileURLToPath(new URL(name, import.meta.url)); // here(".") ends in "/"
 const args = process.argv.slice(2);
 const option = (name, fallback) => {
   const i = args.indexOf(name);
@@ -19,12 +19,8 @@ const ort = await import("./ort.wasm.bundle.min.mjs");
 ort.env.wasm.numThreads = Number(option("--threads", 1));
 ort.env.wasm.wasmBinary = await readFile(here("ort-wasm-simd-threaded.wasm"));
 
-const read = async (name) => readFile(here(name));
-const manifest = JSON.parse(await read("manifest.json"));
-const translator = await Translator.create(ort, {
-  manifest, tokenizer: JSON.parse(await read("tokenizer.json")),
-  encoder: await read("encoder.onnx"), decoder: await read("decoder.onnx"),
-});
+const translator = await Translator.fromFolder(ort, here("."), async (path) => new Uint8Array(await readFile(path)));
+const manifest = translator.manifest;
 const options = { beam: Number(option("--beam", 1)), alpha: Number(option("--alpha", manifest.decoding.alpha)) };
 const chunks = [];
 for await (const chunk of process.stdin) chunks.push(chunk);

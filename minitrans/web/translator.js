@@ -77,6 +77,16 @@ export class Translator {
     return new Translator(manifest, new Tokenizer(tokenizer), new OnnxModel(ort, enc, dec, manifest.model_config));
   }
 
+  /** A translator from the exported folder at `base` (a URL ending in "/"), its files read by
+   *  `read(url) -> Uint8Array` (default: fetch). */
+  static async fromFolder(ort, base, read = null) {
+    read ??= async (url) => new Uint8Array(await (await fetch(url)).arrayBuffer());
+    const json = async (name) => JSON.parse(new TextDecoder().decode(await read(base + name)));
+    const [manifest, tokenizer, encoder, decoder] = await Promise.all([
+      json("manifest.json"), json("tokenizer.json"), read(base + "encoder.onnx"), read(base + "decoder.onnx")]);
+    return Translator.create(ort, { manifest, tokenizer, encoder, decoder });
+  }
+
   constructor(manifest, tokenizer, model) {
     this.manifest = manifest;
     this.tokenizer = tokenizer;
