@@ -17,7 +17,8 @@ The folder, servable by any static server (``python -m http.server`` in it):
 ``ort-wasm-simd-threaded.wasm``
 ``manifest.json``               model sha256, direction, dimensions, precision, decoding limits,
                                 every file's sha256, the runtime's version, the licences
-``MODEL.md``, ``NOTICE.md``     the model card; the licences of everything bundled
+``model.html``, ``NOTICE.md``   the model card; the licences of everything bundled (ASCII: a static
+                                server sends ``.md`` with no charset)
 ==============================  ==============================================================
 
 Why not ``file://``: browsers refuse ``fetch`` of local files and module scripts from a page
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+from html import escape
 from importlib import resources
 from pathlib import Path
 
@@ -50,7 +52,7 @@ PAGE_FILES = ("index.html", "page.js", "translator.js", "tokenizer.js", "search.
 #: The files the page shares with `minitrans serve`'s page (minitrans/static/).
 SHARED_FILES = ("style.css", "heatmap.js")
 FILES = (*PAGE_FILES, *SHARED_FILES, "encoder.onnx", "decoder.onnx", "tokenizer.json", *web_runtime.FILES,
-         "manifest.json", "MODEL.md", "NOTICE.md")
+         "manifest.json", "model.html", "NOTICE.md")
 
 
 def tokenizer_spec(tokenizer) -> dict:
@@ -94,8 +96,8 @@ def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantiz
         _write_json(tmp / "tokenizer.json", tokenizer_spec(tokenizer), indent=None)
         for name, data in ort_files.items():
             (tmp / name).write_bytes(data)
-        (tmp / "MODEL.md").write_text(model_card(meta, source, target, Path(checkpoint).name, quantization),
-                                      encoding="utf-8")
+        (tmp / "model.html").write_text(model_card(meta, source, target, Path(checkpoint).name, quantization),
+                                        encoding="utf-8")
         (tmp / "NOTICE.md").write_text((page / "NOTICE.md").read_text(encoding="utf-8"), encoding="utf-8")
         decoding = meta.get("decoding") or {}
         manifest = {
@@ -112,7 +114,7 @@ def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantiz
                         "source": web_runtime.TARBALL, "sha256": dict(web_runtime.FILES)},
             "licences": {"minitrans (the page, translator and tokenizer code)": "MIT",
                          "onnxruntime-web": web_runtime.LICENCE,
-                         "the model": "trained by minitrans on the corpora in MODEL.md, under their licences"},
+                         "the model": "trained by minitrans on the corpora in model.html, under their licences"},
             "files": {p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)} for p in sorted(tmp.iterdir())},
             **published(meta, ("data", "validation")),
         }
@@ -121,26 +123,34 @@ def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantiz
 
 
 def model_card(meta: dict, source: str, target: str, checkpoint_name: str, quantization: str) -> str:
-    """``MODEL.md``: what the model is, what it was trained on, how well it did."""
+    """``model.html``: what the model is, what it was trained on, how well it did (HTML with its
+    charset: a static server sends ``.md`` files with none, and browsers then misread UTF-8)."""
     from minitrans.argos_export import corpus_line
 
     data = meta.get("data") or {}
     corpora = [c.get("dataset") for c in data.get("corpora") or []] or [data.get("dataset")]
     config = meta.get("model_config") or {}
     validation = meta.get("validation") or {}
-    return "\n".join([
-        f"# minitrans {languages.name(source)} → {languages.name(target)}", "",
-        f"A Transformer (Vaswani et al. 2017) built from its parts and trained with minitrans "
-        f"({config.get('n_encoder_layers', '?')}+{config.get('n_decoder_layers', '?')} layers, d_model "
-        f"{config.get('d_model', '?')}), exported from `{checkpoint_name}` by minitrans {__version__} with "
-        f"`minitrans export --format web` (weights: {quantization}). It runs in this page, in WebAssembly: "
-        "nothing you type leaves your browser.", "",
-        "## Training data", "", *[f"- {corpus_line(c)}" for c in corpora if c], "",
-        "## Scores", "", "Validation scores when the checkpoint was written (greedy, sacreBLEU):", "",
-        *([f"- {k}: {v:.2f}" for k, v in sorted(validation.items())] or ["- none recorded"]), "",
-        "## Limits", "",
-        "A small model trained on short sentences (photo captions, everyday phrases): expect errors on long, "
-        "technical or rare text. Attention weights are not an explanation of a translation.", ""])
+    title = f"minitrans {languages.name(source)} → {languages.name(target)}"
+    items = lambda lines: "".join(f"<li>{escape(line)}</li>" for line in lines)  # noqa: E731
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}: model card</title>
+<link rel="stylesheet" href="style.css"></head>
+<body><main><section>
+<h1>{escape(title)}</h1>
+<p>A Transformer (Vaswani et al. 2017) built from its parts and trained with minitrans
+({config.get('n_encoder_layers', '?')}+{config.get('n_decoder_layers', '?')} layers, d_model {config.get('d_model', '?')}),
+exported from <code>{escape(checkpoint_name)}</code> by minitrans {escape(__version__)} with
+<code>minitrans export --format web</code> (weights: {escape(quantization)}). It runs in this page, in WebAssembly:
+nothing you type leaves your browser.</p>
+<h2>Training data</h2><ul>{items(corpus_line(c) for c in corpora if c)}</ul>
+<h2>Scores</h2><p>Validation scores when the checkpoint was written (greedy, sacreBLEU):</p>
+<ul>{items([f"{k}: {v:.2f}" for k, v in sorted(validation.items())] or ["none recorded"])}</ul>
+<h2>Limits</h2><p>A small model trained on short sentences (photo captions, everyday phrases): expect errors on
+long, technical or rare text. Attention weights are not an explanation of a translation.</p>
+<p><a href="./">Back to the translator</a> · <a href="NOTICE.md">notices</a></p>
+</section></main></body></html>
+"""
 
 
 def _is_ours(folder: Path) -> bool:

@@ -133,6 +133,8 @@ def test_manifest_and_files(exported, trained_checkpoint):
     for name, entry in manifest["files"].items():
         assert file_sha256(folder / name) == entry["sha256"], name
     assert json.loads((exported / "int8" / "manifest.json").read_text())["precision"] == "int8"
+    assert (folder / "NOTICE.md").read_bytes().isascii()  # served with no charset
+    assert '<meta charset="utf-8">' in (folder / "model.html").read_text(encoding="utf-8")
     # int8 weights: the graphs shrink to about a third
     size = lambda f: sum((f / n).stat().st_size for n in ("encoder.onnx", "decoder.onnx"))  # noqa: E731
     assert size(exported / "int8") < 0.5 * size(folder)
@@ -323,3 +325,23 @@ def test_page_in_chromium(static_server, trained_checkpoint):
         browser.close()
     assert outside == []
     assert abs(scores["int8"] - scores["fp32"]) <= 0.3, scores
+
+
+@needs_chromium
+def test_page_says_why_it_cannot_run(static_server, exported):
+    """Opened as a file, or in a browser without WebAssembly SIMD: one clear message, no crash."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        page = browser.new_page()
+        page.goto((exported / "fp32" / "index.html").as_uri())
+        page.wait_for_selector("#error:not([hidden])", timeout=10_000)
+        assert "served over HTTP" in page.inner_text("#error") and "python -m http.server" in page.inner_text("#error")
+        page = browser.new_page()
+        page.add_init_script("WebAssembly.validate = () => false;")
+        page.goto(f"{static_server}/fp32/")
+        page.wait_for_selector("#error:not([hidden])", timeout=10_000)
+        assert "WebAssembly SIMD" in page.inner_text("#error")
+        assert page.is_disabled("#translate")
+        browser.close()

@@ -44,14 +44,10 @@ async function fetchBytes(name, progress) {
 }
 
 async function load() {
-  if (location.protocol === "file:") {
-    fail("This page must be served over HTTP: browsers do not let a page opened as a file load its model. " +
-         "In this folder run `python -m http.server`, then open http://localhost:8000/.");
-    return;
-  }
   if (typeof WebAssembly !== "object" || !WebAssembly.validate(SIMD_PROBE)) {
     fail("This browser cannot run WebAssembly SIMD, which the model's runtime needs: use a current Chrome, " +
          "Edge, Firefox or Safari (16.4+).");
+    $("loading").hidden = true;
     return;
   }
   const manifest = await (await fetch("manifest.json")).json();
