@@ -8,6 +8,7 @@ onnxruntime-web@VERSION``, which ``.ci/run`` makes): tests never touch the netwo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -258,14 +259,31 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def static_server(exported):
-    """``exported`` served over loopback by Python's static server (as `python -m http.server`)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(exported)))
+class _Isolated(_Quiet):
+    """A static server that makes its pages cross-origin isolated (what threads need)."""
+
+    def end_headers(self) -> None:
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        super().end_headers()
+
+
+@contextlib.contextmanager
+def serving(folder: Path, handler=_Quiet):
+    """``folder`` served over loopback by Python's static server (as `python -m http.server`)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def static_server(exported):
+    with serving(exported) as url:
+        yield url
 
 
 @needs_chromium
@@ -345,3 +363,25 @@ def test_page_says_why_it_cannot_run(static_server, exported):
         assert "WebAssembly SIMD" in page.inner_text("#error")
         assert page.is_disabled("#translate")
         browser.close()
+
+
+@needs_chromium
+def test_page_uses_threads_where_cross_origin_isolated(exported, trained_checkpoint):
+    """Served with COOP/COEP the page runs onnxruntime-web's threads, and translates the same."""
+    from playwright.sync_api import sync_playwright
+
+    with serving(exported, _Isolated) as url, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        page = browser.new_page()
+        page.goto(f"{url}/fp32/")
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        cores = page.evaluate("navigator.hardwareConcurrency")
+        assert page.evaluate("self.crossOriginIsolated")
+        threads = min(4, cores)
+        assert f"on {threads} thread" in page.inner_text("#model-info")
+        page.fill("#source", "A man sees the dog.")
+        page.click("#translate")
+        page.wait_for_function("document.querySelector('#latency').textContent.endsWith('ms')", timeout=30_000)
+        text = page.inner_text("#results .best").strip()
+        browser.close()
+    assert text == native_translations(trained_checkpoint, ["A man sees the dog."], split=True)[0]
