@@ -89,14 +89,13 @@ def open_model(path: str | os.PathLike, engine: str | None = "auto", device: str
 
 
 def load(path: str | os.PathLike, device: str = "cpu", precision: str = "auto", shortlist: bool = False,
-         workers: int = 0, max_tokens: int | None = None, bf16: bool = False, int8: bool = False,
-         attention: bool = False):
+         workers: int = 0, max_tokens: int | None = None, attention: bool = False):
     """``(engine, tokenizer, metadata)`` of the model at ``path`` as ``--engine auto`` decodes it:
     an exported folder by its own engine, a checkpoint by :func:`choose`'s engine."""
     from minitrans import engines
     from minitrans.precision import requested
 
-    precision = requested(precision, bf16, int8)
+    precision = requested(precision)
     options = {"precision": precision, "workers": workers, "max_tokens": max_tokens}
     fmt = engines.engine_for(path)
     if fmt != "native":  # an exported folder: its own engine

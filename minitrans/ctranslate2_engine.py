@@ -118,16 +118,16 @@ def compute_type_for(precision: str, device: str = "cpu") -> tuple[str, str]:
     return COMPUTE_TYPES[precision], f"asked for with --precision {precision}"
 
 
-def load(path: str | os.PathLike, device: str = "cpu", bf16: bool = False, int8: bool = False, workers: int = 0,
-         max_tokens: int | None = None, compute_type: str | None = None, threads: int = 0, precision: str = "auto",
-         shortlist: bool = False, reason: str | None = None):
+def load(path: str | os.PathLike, device: str = "cpu", workers: int = 0, max_tokens: int | None = None,
+         compute_type: str | None = None, threads: int = 0, precision: str = "auto", shortlist: bool = False,
+         reason: str | None = None):
     """``(CTranslate2Engine, tokenizer, metadata)`` of an exported folder. It decodes in
     ``compute_type`` (one of CTranslate2's, ``reason`` saying why) if given; else ``precision``
     ``auto`` keeps the weight type chosen at export (``minitrans export --quantization``), and
     ``fp32`` / ``int8`` convert to it (:data:`COMPUTE_TYPES`). ``shortlist`` is the native engine's."""
     from minitrans.precision import requested
 
-    precision = requested(precision, bf16, int8)
+    precision = requested(precision)
     if not is_export(path):
         raise UsageError(f"--engine ctranslate2 needs a folder written by `minitrans export`, and {path} is not "
                          "one: export it with `minitrans export -m CKPT -o OUTDIR`.")

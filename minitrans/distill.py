@@ -54,9 +54,9 @@ def monolingual_lines(paths: list[str]) -> list[str]:
 
 
 def translate_resumable(sources: list[str], out: Path, teachers: list[str], beam: int, alpha: float,
-                        chunk: int, bf16: bool = False, precision: str = "auto") -> None:
+                        chunk: int, precision: str = "auto") -> None:
     """Translate ``sources`` into ``out`` line by line, resuming after the last complete chunk
-    (``precision``, or its older switch ``bf16``: :mod:`minitrans.precision`)."""
+    (``precision``: :mod:`minitrans.precision`)."""
     if out.is_file() and len(read_lines(out)) == len(sources):
         log.info("%s is complete (%d lines): skipping translation", out, len(sources))
         return
@@ -71,7 +71,7 @@ def translate_resumable(sources: list[str], out: Path, teachers: list[str], beam
                          "other inputs. Delete it and run again.")
     if done:
         log.info("resuming after %d translated lines (%s)", len(done), partial)
-    translator = Translator.from_checkpoints(teachers, engine="auto", bf16=bf16, precision=precision)
+    translator = Translator.from_checkpoints(teachers, engine="auto", precision=precision)
     log.info("%s", translator.describe())
     if translator.languages != ("en", "fr"):
         raise UsageError(f"-m {teachers[0]} translates {'-'.join(translator.languages)}; distill makes "
@@ -107,7 +107,7 @@ def build_corpus(out_dir: Path, data_dir: str | None, synthetic_en: list[str], s
 
 
 def distill(teachers: list[str], monolingual: list[str], out: str | os.PathLike = "runs/distill/data",
-            data_dir: str | None = None, beam: int = 5, alpha: float = 1.0, chunk: int = 2000, bf16: bool = False,
+            data_dir: str | None = None, beam: int = 5, alpha: float = 1.0, chunk: int = 2000,
             limit: int | None = None, precision: str = "auto") -> Path:
     """Run both stages (see the module docstring) into ``out``; returns it. A rerun resumes."""
     if chunk < 1:
@@ -120,6 +120,6 @@ def distill(teachers: list[str], monolingual: list[str], out: str | os.PathLike 
             raise UsageError(f"{out} holds translations of other English lines; choose another -o/--output or "
                              "delete its synthetic.* files.")
         write_text_atomic(out / "synthetic.en", sources)
-    translate_resumable(sources, out / "synthetic.fr", teachers, beam, alpha, chunk, bf16, precision)
+    translate_resumable(sources, out / "synthetic.fr", teachers, beam, alpha, chunk, precision)
     build_corpus(out, data_dir, sources, read_lines(out / "synthetic.fr"))
     return out

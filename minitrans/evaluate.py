@@ -87,11 +87,11 @@ def eval_sets(trained_on: dict, dataset: str | None) -> list[dict]:
 
 def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs: list[list[str]],
                         beam_size: int = DEFAULT_BEAM, alpha: float = DEFAULT_ALPHA, device: str = "cpu",
-                        translator: Translator | None = None, bf16: bool = False,
+                        translator: Translator | None = None, precision: str = "auto",
                         progress=None) -> tuple[dict[str, Any], list[str]]:
     """Translate ``sources`` with a checkpoint and score them. Returns (report, hypotheses).
     ``progress(n)`` is called as each decoding batch of n sentences is done."""
-    translator = translator or Translator.load(checkpoint, device=device, bf16=bf16)  # --engine auto
+    translator = translator or Translator.load(checkpoint, device=device, precision=precision)  # --engine auto
     started = time.perf_counter()
     # A test set's lines are its sentences, aligned with the references: each is translated
     # whole (split=False), so a score measures the model, not the segmenter.

@@ -33,19 +33,19 @@ def recognises(path: Path) -> bool:
     return path.is_file()
 
 
-def load(path: str | os.PathLike, device: str = "cpu", bf16: bool = False, int8: bool = False, workers: int = 0,
-         max_tokens: int | None = None, precision: str = "auto", shortlist: bool = False):
+def load(path: str | os.PathLike, device: str = "cpu", workers: int = 0, max_tokens: int | None = None,
+         precision: str = "auto", shortlist: bool = False):
     """``(NativeEngine, tokenizer, metadata)`` of a checkpoint; the batch budget is
     ``max_tokens``, else the checkpoint's recorded one, else
-    :data:`~minitrans.engines.DEFAULT_MAX_TOKENS`. ``precision`` (``bf16`` and ``int8`` are its
-    older switches) as :func:`minitrans.precision.choose` resolves it;
+    :data:`~minitrans.engines.DEFAULT_MAX_TOKENS`. ``precision`` as :func:`minitrans.precision.choose`
+    resolves it;
     ``shortlist``: score only the checkpoint's vocabulary shortlist (off by default: it cost
     0.14-0.52 BLEU in beam search, docs/speed.md)."""
     if Path(path).is_dir():
         other = engine_for(path)
         if other != "native":
             raise UsageError(f"{path} is a {other} model folder, not a checkpoint: pass --engine {other}, or a .ckpt.")
-    precision = requested(precision, bf16, int8)  # before the minutes of loading
+    precision = requested(precision)  # checked before the minutes of loading
     model, tokenizer, meta = load_for_inference(path, device)
     budget = max_tokens or meta.get("decoding", {}).get("max_tokens") or DEFAULT_MAX_TOKENS
     entry = meta.get("shortlist") if shortlist else None

@@ -68,6 +68,18 @@ def requested(precision: str | None = "auto", bf16: bool = False, int8: bool = F
     return switch or precision
 
 
+def folded(options: dict) -> dict:
+    """``options`` with the older ``bf16`` / ``int8`` switches of the Python API folded into
+    ``precision`` (:func:`requested`): the engines below the public entry points take
+    ``precision`` only."""
+    if "bf16" not in options and "int8" not in options:
+        return options
+    options = dict(options)
+    options["precision"] = requested(options.get("precision", "auto"), options.pop("bf16", False),
+                                     options.pop("int8", False))
+    return options
+
+
 def choose(precision: str, device: str | torch.device) -> Precision:
     """Resolve ``precision`` (one of :data:`PRECISIONS`) for a model on ``device``."""
     precision = requested(precision)

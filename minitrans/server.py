@@ -313,15 +313,14 @@ def check_port(host: str, port: int) -> None:
 
 
 def serve(checkpoints: str | list[str], host: str = "127.0.0.1", port: int = 8000, device: str = "cpu",
-          bf16: bool = False, settings: ServerSettings | None = None, engine: str | None = "auto", int8: bool = False,
-          workers: int = 0, precision: str = "auto", shortlist: bool = False) -> None:
+          settings: ServerSettings | None = None, engine: str | None = "auto", workers: int = 0,
+          precision: str = "auto", shortlist: bool = False) -> None:
     """Load the checkpoints (or exported folders; one per direction) and serve them with
-    uvicorn until SIGINT/SIGTERM. ``precision`` (``bf16``/``int8``: its older switches) and
-    ``shortlist`` as for :meth:`Translator.load`."""
+    uvicorn until SIGINT/SIGTERM. ``precision`` and ``shortlist`` as for :meth:`Translator.load`."""
     import uvicorn
 
     paths = [checkpoints] if isinstance(checkpoints, str) else list(checkpoints)
-    options = {"precision": precision, "bf16": bf16, "int8": int8, "shortlist": shortlist, "workers": workers}
+    options = {"precision": precision, "shortlist": shortlist, "workers": workers}
     translators = [Translator.load(path, engine, device=device, **options) for path in paths]
     settings = settings or ServerSettings()
     app = create_app(translators, settings)

@@ -25,7 +25,7 @@ from minitrans.cleaning import check_unicode, clean, has_words, without_format_c
 from minitrans.auto_engine import open_model
 from minitrans.engines import DEFAULT_MAX_TOKENS, is_exported
 from minitrans.native_engine import NativeEngine
-from minitrans.precision import requested
+from minitrans.precision import folded, requested
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Hypothesis, check_decoding
 from minitrans.tokenizer import Tokenizer
@@ -112,6 +112,7 @@ class Translator:
             return cls.load(paths[0], engine, device, **kwargs)
         from minitrans.ensemble import Ensemble
 
+        kwargs = folded(kwargs)
         kwargs.pop("shortlist", None)  # an ensemble scores the whole vocabulary
         kwargs.setdefault("precision", "auto")
         loaded = [load_for_inference(p, device) for p in paths]
@@ -146,6 +147,7 @@ class Translator:
         (``precision``, ``workers``, ``max_tokens``, ``shortlist``) and the decoding limits
         ``max_len_a``, ``max_len_b``. A checkpoint decoded by CTranslate2 still gives attention
         weights: a native copy is loaded the first time they are asked for."""
+        kwargs = folded(kwargs)  # bf16=True / int8=True: the older spellings of precision=
         limits = {k: kwargs.pop(k) for k in ("max_len_a", "max_len_b") if k in kwargs}
         model_engine, tokenizer, meta = open_model(path, engine, device, **kwargs)
         kwargs.pop("attention", None)  # auto's choice only (auto_engine.choose), not an engine option

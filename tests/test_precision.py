@@ -154,3 +154,21 @@ def test_every_recipe_trains_where_the_user_is():
         trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer", {})
         if "accelerator" in trainer:
             assert trainer["accelerator"] == ("gpu" if path.stem == "paper-base" else "auto"), path.name
+
+
+def test_the_old_switches_live_only_at_the_public_entry_points():
+    """``bf16=`` / ``int8=`` are folded into ``precision`` where the Python API takes them
+    (:class:`Translator`); nothing below takes them (issue #44: one home per rule)."""
+    import inspect
+
+    from minitrans import auto_engine, ctranslate2_engine, distill, evaluate, native_engine, server
+
+    below = [native_engine.load, ctranslate2_engine.load, auto_engine.load, evaluate.evaluate_checkpoint,
+             distill.distill, distill.translate_resumable, server.serve]
+    for function in below:
+        names = set(inspect.signature(function).parameters)
+        assert not names & {"bf16", "int8"}, f"{function.__module__}.{function.__name__}"
+    assert precision.folded({"bf16": True, "workers": 2}) == {"precision": "bf16", "workers": 2}
+    assert precision.folded({"precision": "fp32"}) == {"precision": "fp32"}
+    with pytest.raises(UsageError):
+        precision.folded({"precision": "fp32", "int8": True})
