@@ -55,6 +55,15 @@ def start_server(checkpoint, *flags):
     pytest.fail("the server did not start: " + proc.stdout.read()[-2000:])
 
 
+def one_line_error(err: str) -> str:
+    """The one error line of a command's stderr (progress and log lines may precede it; no
+    traceback), which is the last thing printed."""
+    lines = [line for line in err.splitlines() if ": error: " in line]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    assert lines[0] == err.rstrip("\n").splitlines()[-1], err[-3000:]
+    return lines[0]
+
+
 CHROMIUM = "/usr/bin/chromium"  # Debian's (apt-get install chromium); never a downloaded build
 
 

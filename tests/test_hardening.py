@@ -11,30 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import synthetic_pairs
+from conftest import one_line_error, synthetic_pairs
+from conftest import run_main as run
 from minitrans import Translator, cli
 from minitrans.checkpoint import CheckpointError, load_checkpoint, load_for_inference, save_atomic
 from minitrans.errors import DataError, MinitransError, UsageError
 from minitrans.textio import atomic_output, read_lines
 
-
-def run(capsys, *args):
-    """Run the command in-process: (exit code, stdout, stderr)."""
-    try:
-        cli.main([str(a) for a in args])
-        code = 0
-    except SystemExit as exit_info:
-        code = exit_info.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line_error(err: str) -> str:
-    """The one error line of stderr (progress and INFO lines may precede it; no traceback)."""
-    lines = [line for line in err.splitlines() if ": error: " in line]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0] == err.rstrip("\n").splitlines()[-1], err  # the last thing printed
-    return lines[0]
+pytestmark = pytest.mark.hostile  # the first round runs with the other hostile cases: -m hostile
 
 
 # -- data loss -------------------------------------------------------------------------

@@ -5,16 +5,25 @@ standard input and output, and a document that is not UTF-8 names its line (issu
 from __future__ import annotations
 
 import os
+import random
+import signal
 import stat
+import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
+import torch
 
-from conftest import run_main
-from test_hostile2 import one_line_error
+from conftest import one_line_error, run_main
+from minitrans.checkpoint import copy_atomic, save_atomic
 from minitrans.errors import DataError, UsageError
 from minitrans.textio import (NAME_MAX, atomic_folder, atomic_output, check_writable, decode_text, file_sha256,
-                              temporary_path)
+                              temporary_path, write_text_atomic)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def mode(path) -> int:
@@ -138,3 +147,165 @@ def test_a_latin1_document_names_its_line(capsys, tmp_path, trained_checkpoint):
                             "-o", str(tmp_path / "out.html"))
     assert code == 1 and "page.html, line 3: byte 7 is not UTF-8" in one_line_error(err)
     assert not (tmp_path / "out.html").exists()
+
+
+# -- Hostile cases (issue #30's second round: 2 and 8; fault injection) ---------------------------
+# Every file minitrans writes goes through three primitives: checkpoints and averaged checkpoints
+# (``save_atomic``), ``best.ckpt`` (``copy_atomic``), ``translate -o``, evaluation reports and
+# hypotheses (``atomic_output``/``write_text_atomic``). A process killed (SIGKILL) at a random moment
+# while writing leaves the target either as the old complete file or as the new complete file, and
+# the next write removes its temporary; outputs onto FIFOs, devices and symlinks stay what they
+# are; a full disk is one line and keeps the old file.
+
+# -- 2. outputs onto FIFOs, devices and symlinks --------------------------------------------
+def _reader(path: Path, into: list) -> threading.Thread:
+    thread = threading.Thread(target=lambda: into.append(path.read_bytes()), daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.hostile
+def test_2_output_into_a_fifo_is_written_not_replaced(capsys, tmp_path, trained_checkpoint):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = _reader(fifo, got)
+    code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "-o", fifo, "The cat eats.", "The dog sees.")
+    reader.join(30)
+    assert code == 0, err
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and got and got[0].count(b"\n") == 2
+
+
+@pytest.mark.hostile
+def test_2_output_onto_a_character_device_stays_a_device(capsys, tmp_path, trained_checkpoint):
+    code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "-o", "/dev/null", "The cat eats.")
+    assert code == 0, err
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    clone = tmp_path / "null"
+    try:
+        os.mknod(clone, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, OSError):
+        pytest.skip("mknod is not permitted here")
+    for args in (["translate", "-m", trained_checkpoint, "-o", clone, "The cat eats."],
+                 ["average", "-m", trained_checkpoint, "-o", clone]):
+        code, _, err = run_main(capsys, *args)
+        assert code == 0, err
+        assert stat.S_ISCHR(clone.lstat().st_mode), args
+
+
+@pytest.mark.hostile
+def test_2_output_through_a_symlink_replaces_its_target(capsys, tmp_path, trained_checkpoint):
+    target = tmp_path / "real" / "out.txt"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "-o", link, "The cat eats.")
+    assert code == 0, err
+    assert link.is_symlink() and target.read_text() != "old\n" and target.read_text().count("\n") == 1
+    plot, plot_link = tmp_path / "real" / "att.png", tmp_path / "att.png"
+    plot_link.symlink_to(plot)
+    assert run_main(capsys, "translate", "-m", trained_checkpoint, "--plot-attention", plot_link, "The cat.")[0] == 0
+    assert plot_link.is_symlink() and plot.read_bytes()[:4] == b"\x89PNG"
+    avg, avg_link = tmp_path / "real" / "avg.ckpt", tmp_path / "avg.ckpt"
+    avg_link.symlink_to(avg)
+    assert run_main(capsys, "average", "-m", trained_checkpoint, "-o", avg_link)[0] == 0
+    assert avg_link.is_symlink() and avg.stat().st_size > 0
+
+
+@pytest.mark.hostile
+def test_2_a_socket_is_refused_before_any_work(capsys, tmp_path, trained_checkpoint):
+    import socket
+
+    path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+        code, _, err = run_main(capsys, "translate", "-m", tmp_path / "never-loaded.ckpt", "-o", path, "x")
+    assert code == 2 and "socket" in one_line_error(err)
+
+
+# -- 8. disk full --------------------------------------------------------------------------
+@pytest.mark.hostile
+@pytest.mark.parametrize("command, blocks", [("average", 64), ("prepare", 8), ("prepare", 64), ("prepare", 128)])
+@pytest.mark.hostile
+def test_8_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_path, trained_checkpoint, prepared, command, blocks):
+    """``ulimit -f`` (KiB) stops ``prepare`` in each of its phases (the cleaned text, the
+    SentencePiece training, ``datasets``' Arrow files -- the training split's is ~200 KB: issue #42,
+    item 27); each ends in one line."""
+    from test_training import write_config
+
+    if command == "average":
+        target = tmp_path / "avg.ckpt"
+        target.write_bytes(b"old")
+        args = ["average", "-m", str(trained_checkpoint), "-o", str(target)]
+    else:
+        target = tmp_path / "cache"
+        args = ["prepare", "--config", str(write_config(tmp_path, prepared)), "--data.cache_dir", str(target)]
+    env = {k: v for k, v in os.environ.items() if k != "MINITRANS_DATA"}
+    shell = f"ulimit -f {blocks}; exec {sys.executable} -m minitrans " + " ".join(f"'{a}'" for a in args)
+    result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert result.returncode == 1, result.stderr[-2000:]
+    line = one_line_error(result.stderr)
+    assert "File too large" in line and "free disk space" in line and str(target) in line
+    if command == "average":
+        assert target.read_bytes() == b"old"
+    assert not [p for p in tmp_path.rglob(".*tmp*")], list(tmp_path.rglob(".*tmp*"))
+
+
+# -- fault injection ------------------------------------------------------------
+WRITER = r"""
+import sys, torch
+from minitrans.checkpoint import copy_atomic, save_atomic
+from minitrans.textio import write_text_atomic
+mode, target, source = sys.argv[1], sys.argv[2], sys.argv[3]
+print("ready", flush=True)
+version = 1
+while True:
+    if mode == "save":
+        save_atomic({"version": version, "payload": torch.full((1_500_000,), float(version))}, target)
+    elif mode == "copy":
+        copy_atomic(source, target)
+    else:
+        write_text_atomic(target, [f"{version} line {i}" for i in range(200_000)])
+    version += 1
+"""
+
+
+def check_complete(mode, target, source):
+    if mode == "save":
+        obj = torch.load(target, weights_only=True)
+        assert torch.equal(obj["payload"], torch.full((1_500_000,), float(obj["version"])))
+    elif mode == "copy":
+        assert target.read_bytes() == source.read_bytes()
+    else:
+        lines = target.read_text().split("\n")
+        assert lines[-1] == "" and len(lines) == 200_001
+        version = lines[0].split()[0]
+        assert all(line.startswith(f"{version} line ") for line in lines[:-1])
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("mode", ["save", "copy", "text"])
+@pytest.mark.hostile
+def test_kill_at_random_moments_leaves_old_or_new_file(tmp_path, mode):
+    rng = random.Random(mode)
+    target, source = tmp_path / "target", tmp_path / "source.bin"
+    source.write_bytes(os.urandom(12 << 20))
+    # The old complete version, written before any crash.
+    {"save": lambda: save_atomic({"version": 0, "payload": torch.full((1_500_000,), 0.0)}, target),
+     "copy": lambda: copy_atomic(source, target),
+     "text": lambda: write_text_atomic(target, [f"0 line {i}" for i in range(200_000)])}[mode]()
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, mode, str(target), str(source)],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.01, 0.4))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        check_complete(mode, target, source)
+    # A restart: the next write removes the temporaries the killed writers left.
+    {"save": lambda: save_atomic({"version": 9, "payload": torch.full((1_500_000,), 9.0)}, target),
+     "copy": lambda: copy_atomic(source, target),
+     "text": lambda: write_text_atomic(target, [f"9 line {i}" for i in range(200_000)])}[mode]()
+    check_complete(mode, target, source)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source.bin", "target"]
