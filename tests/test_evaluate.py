@@ -1,7 +1,12 @@
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 import sacrebleu
 import torch
 
+from conftest import run_main, synthetic_pairs
 from minitrans.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, load_for_inference, save_atomic
 from minitrans.evaluate import evaluate_checkpoint
 from minitrans.metrics import score
@@ -29,8 +34,6 @@ def test_multi_reference_scoring():
 
 
 def test_evaluate_checkpoint_report(trained_checkpoint):
-    from conftest import synthetic_pairs
-
     pairs = synthetic_pairs(10, seed=42)
     report, hyps = evaluate_checkpoint(trained_checkpoint, [e for e, _ in pairs], [[f] for _, f in pairs], beam_size=2)
     assert report["bleu"] == round(sacrebleu.corpus_bleu(hyps, [[f for _, f in pairs]]).score, 2)
@@ -82,3 +85,24 @@ def test_bleu_from_summed_shard_statistics_equals_corpus_bleu():
     assert summed[0] == 5
     assert bleu_from_statistics(summed) == corpus_bleu(hyps, refs).score
     assert bleu_from_statistics(bleu_statistics(hyps, refs)) == corpus_bleu(hyps, refs).score
+
+
+# -- 5a. evaluation reports --------------------------------------------------------------
+@pytest.mark.hostile
+def test_5a_two_runs_best_checkpoints_never_overwrite_each_others_reports(capsys, tmp_path, trained_checkpoint):
+    pairs = synthetic_pairs(5, seed=2)
+    (tmp_path / "s.en").write_text("".join(e + "\n" for e, _ in pairs))
+    (tmp_path / "r.fr").write_text("".join(f + "\n" for _, f in pairs))
+    reports = []
+    for run_name in ("a", "b"):
+        ckpt = tmp_path / "runs" / run_name / "checkpoints" / "best.ckpt"
+        ckpt.parent.mkdir(parents=True)
+        shutil.copy(trained_checkpoint, ckpt)
+        code, out, err = run_main(capsys, "evaluate", "-m", ckpt, "--src", tmp_path / "s.en", "--ref", tmp_path / "r.fr",
+                             "--beam", "1", "-o", tmp_path / "eval")
+        assert code == 0, err
+        path = json.loads(out)["report_path"]
+        assert f"report: {path}" in err  # says where it went
+        reports.append(path)
+    assert reports[0] != reports[1] and all(Path(p).is_file() for p in reports)
+    assert len(list((tmp_path / "eval").glob("*.json"))) == 2

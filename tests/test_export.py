@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import run_main, synthetic_pairs
+from conftest import one_line_error, run_main, synthetic_pairs
 from minitrans import Transformer, Translator
 from minitrans.checkpoint import load_checkpoint, metadata, save_atomic
 from minitrans.config import ModelConfig
@@ -214,3 +215,55 @@ def test_an_export_reports_its_compute_type_and_refuses_a_precision(exported):
     assert translator.precision["precision"] == "float32" and "--quantization" in translator.precision["reason"]
     with pytest.raises(UsageError, match="--precision .* is for the native engine"):
         Translator.from_export(exported, precision="bf16")
+
+
+# -- hostile cases (issue #30's second round, 1 and 7) ----------------------------------------
+@pytest.mark.hostile
+def test_1_export_force_replaces_only_an_export(capsys, tmp_path, trained_checkpoint, exported, monkeypatch):
+    notes = tmp_path / "mymodels" / "notes.txt"
+    notes.parent.mkdir()
+    notes.write_text("notes\n")
+    code, _, err = run_main(capsys, "export", "-m", trained_checkpoint, "-o", notes.parent, "--force")
+    assert code == 2 and "notes.txt" in one_line_error(err) and notes.read_text() == "notes\n"
+    # The checkpoint's own folder, --force or not: the checkpoint survives.
+    run_dir = tmp_path / "run" / "checkpoints"
+    run_dir.mkdir(parents=True)
+    ckpt = run_dir / "best.ckpt"
+    shutil.copy(trained_checkpoint, ckpt)
+    code, _, err = run_main(capsys, "export", "-m", ckpt, "-o", run_dir, "--force")
+    assert code == 2 and "holds the checkpoint" in one_line_error(err) and ckpt.is_file()
+    # The current folder: one line, not a traceback.
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    code, _, err = run_main(capsys, "export", "-m", ckpt, "-o", ".", "--force")
+    assert code == 2 and "current folder" in one_line_error(err) and ckpt.is_file()
+    # An export of ours is replaced with --force (and refused without it); an empty folder is filled.
+    mine = tmp_path / "mine"
+    shutil.copytree(exported, mine)
+    code, _, err = run_main(capsys, "export", "-m", ckpt, "-o", mine)
+    assert code == 2 and "--force" in one_line_error(err)
+    code, _, _ = run_main(capsys, "export", "-m", ckpt, "-o", mine, "--force")
+    assert code == 0 and (mine / "model.bin").is_file()
+    (tmp_path / "empty").mkdir()
+    assert run_main(capsys, "export", "-m", ckpt, "-o", tmp_path / "empty")[0] == 0
+
+
+# -- 7. an export assembled from two ---------------------------------------------------------
+@pytest.mark.hostile
+def test_7_an_export_with_another_models_files_is_one_line(capsys, tmp_path, trained_checkpoint, exported):
+    from minitrans.ctranslate2_export import export_ctranslate2
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(exported, mixed)
+    vocabulary = json.loads((mixed / "shared_vocabulary.json").read_text())
+    vocabulary[10], vocabulary[11] = vocabulary[11], vocabulary[10]
+    (mixed / "shared_vocabulary.json").write_text(json.dumps(vocabulary))
+    code, _, err = run_main(capsys, "translate", "--model", mixed, "The cat eats.")
+    assert code == 1 and "not the vocabulary" in one_line_error(err)
+    shutil.copy(exported / "shared_vocabulary.json", mixed / "shared_vocabulary.json")
+    other = export_ctranslate2(trained_checkpoint, tmp_path / "int8", "int8")
+    shutil.copy(other / "model.bin", mixed / "model.bin")  # another export's weights
+    code, _, err = run_main(capsys, "translate", "--model", mixed, "The cat eats.")
+    assert code == 1 and "model_sha256" in one_line_error(err)
+    meta = json.loads((exported / "minitrans.json").read_text())
+    assert meta["source_checkpoint"] == trained_checkpoint.name and len(meta["source_checkpoint_sha256"]) == 64

@@ -23,76 +23,6 @@ from minitrans.errors import UsageError
 pytestmark = pytest.mark.hostile  # the whole round runs with the other hostile cases: -m hostile
 
 
-# -- 1. export --force ----------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def exported(trained_checkpoint, tmp_path_factory):
-    pytest.importorskip("ctranslate2")
-    from minitrans.ctranslate2_export import export_ctranslate2
-
-    return export_ctranslate2(trained_checkpoint, tmp_path_factory.mktemp("exp") / "model")
-
-
-def test_1_export_force_replaces_only_an_export(capsys, tmp_path, trained_checkpoint, exported, monkeypatch):
-    notes = tmp_path / "mymodels" / "notes.txt"
-    notes.parent.mkdir()
-    notes.write_text("notes\n")
-    code, _, err = run(capsys, "export", "-m", trained_checkpoint, "-o", notes.parent, "--force")
-    assert code == 2 and "notes.txt" in one_line_error(err) and notes.read_text() == "notes\n"
-    # The checkpoint's own folder, --force or not: the checkpoint survives.
-    run_dir = tmp_path / "run" / "checkpoints"
-    run_dir.mkdir(parents=True)
-    ckpt = run_dir / "best.ckpt"
-    shutil.copy(trained_checkpoint, ckpt)
-    code, _, err = run(capsys, "export", "-m", ckpt, "-o", run_dir, "--force")
-    assert code == 2 and "holds the checkpoint" in one_line_error(err) and ckpt.is_file()
-    # The current folder: one line, not a traceback.
-    (tmp_path / "here").mkdir()
-    monkeypatch.chdir(tmp_path / "here")
-    code, _, err = run(capsys, "export", "-m", ckpt, "-o", ".", "--force")
-    assert code == 2 and "current folder" in one_line_error(err) and ckpt.is_file()
-    # An export of ours is replaced with --force (and refused without it); an empty folder is filled.
-    mine = tmp_path / "mine"
-    shutil.copytree(exported, mine)
-    code, _, err = run(capsys, "export", "-m", ckpt, "-o", mine)
-    assert code == 2 and "--force" in one_line_error(err)
-    code, _, _ = run(capsys, "export", "-m", ckpt, "-o", mine, "--force")
-    assert code == 0 and (mine / "model.bin").is_file()
-    (tmp_path / "empty").mkdir()
-    assert run(capsys, "export", "-m", ckpt, "-o", tmp_path / "empty")[0] == 0
-
-
-# -- 3 and 4. resuming -------------------------------------------------------------------
-def _train(capsys, tmp_path, prepared, *extra):
-    from test_training import write_config
-
-    return run(capsys, "train", "--config", write_config(tmp_path, prepared), *extra)
-
-
-def test_3_resume_after_the_data_changed_is_refused(capsys, tmp_path, prepared, data_root):
-    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.max_steps", "3")
-    assert code == 0, err
-    last = tmp_path / "ckpt" / "last.ckpt"
-    # The same training data, another corpus beside it: the tokenizer trained on it differs.
-    other = tmp_path / "other"
-    shutil.copytree(data_root, other)
-    train_en = other / "multi30k" / "train.en"
-    train_en.write_text(train_en.read_text().replace("cat", "kitten"))
-    code, _, err = _train(capsys, tmp_path, prepared, "--data.data_dir", other, "--data.cache_dir", tmp_path / "c",
-                          "--resume", last)
-    assert code == 1 and "another SentencePiece model" in one_line_error(err) and "--data.tokenizer" in err
-
-
-def test_4_overrides_on_resume_are_refused_by_name(capsys, tmp_path, prepared):
-    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.max_steps", "3")
-    assert code == 0, err
-    last = tmp_path / "ckpt" / "last.ckpt"
-    code, _, err = _train(capsys, tmp_path, prepared, "--model.config.d_model", "64", "--resume", last)
-    assert code == 2 and "model.config.d_model (64 given, 32 in the checkpoint)" in one_line_error(err)
-    # The same settings resume.
-    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.max_steps", "6", "--resume", last)
-    assert code == 0, err
-
-
 # -- 5. one bad sentence, one failed request ------------------------------------------------
 fastapi = pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -139,26 +69,6 @@ def test_5_a_failed_batch_fails_only_the_request_at_fault(translator):
     loop.close()
 
 
-# -- 5a. evaluation reports --------------------------------------------------------------
-def test_5a_two_runs_best_checkpoints_never_overwrite_each_others_reports(capsys, tmp_path, trained_checkpoint):
-    pairs = synthetic_pairs(5, seed=2)
-    (tmp_path / "s.en").write_text("".join(e + "\n" for e, _ in pairs))
-    (tmp_path / "r.fr").write_text("".join(f + "\n" for _, f in pairs))
-    reports = []
-    for run_name in ("a", "b"):
-        ckpt = tmp_path / "runs" / run_name / "checkpoints" / "best.ckpt"
-        ckpt.parent.mkdir(parents=True)
-        shutil.copy(trained_checkpoint, ckpt)
-        code, out, err = run(capsys, "evaluate", "-m", ckpt, "--src", tmp_path / "s.en", "--ref", tmp_path / "r.fr",
-                             "--beam", "1", "-o", tmp_path / "eval")
-        assert code == 0, err
-        path = json.loads(out)["report_path"]
-        assert f"report: {path}" in err  # says where it went
-        reports.append(path)
-    assert reports[0] != reports[1] and all(Path(p).is_file() for p in reports)
-    assert len(list((tmp_path / "eval").glob("*.json"))) == 2
-
-
 # -- 6. empty input at the default settings (two workers, beam 5) --------------------------
 def test_6_empty_and_blank_input_at_the_defaults(capsys, tmp_path, trained_checkpoint, translator):
     assert translator.engine.workers == 2
@@ -180,38 +90,6 @@ def test_6_empty_and_blank_input_at_the_defaults(capsys, tmp_path, trained_check
             r = c.post("/v1/translate", json={"q": q})
             assert r.status_code == 200, (q, r.text)
             assert len(r.json()["translations"]) == (1 if isinstance(q, str) else len(q))
-
-
-# -- 7. an export assembled from two ---------------------------------------------------------
-def test_7_an_export_with_another_models_files_is_one_line(capsys, tmp_path, trained_checkpoint, exported):
-    from minitrans.ctranslate2_export import export_ctranslate2
-
-    mixed = tmp_path / "mixed"
-    shutil.copytree(exported, mixed)
-    vocabulary = json.loads((mixed / "shared_vocabulary.json").read_text())
-    vocabulary[10], vocabulary[11] = vocabulary[11], vocabulary[10]
-    (mixed / "shared_vocabulary.json").write_text(json.dumps(vocabulary))
-    code, _, err = run(capsys, "translate", "--model", mixed, "The cat eats.")
-    assert code == 1 and "not the vocabulary" in one_line_error(err)
-    shutil.copy(exported / "shared_vocabulary.json", mixed / "shared_vocabulary.json")
-    other = export_ctranslate2(trained_checkpoint, tmp_path / "int8", "int8")
-    shutil.copy(other / "model.bin", mixed / "model.bin")  # another export's weights
-    code, _, err = run(capsys, "translate", "--model", mixed, "The cat eats.")
-    assert code == 1 and "model_sha256" in one_line_error(err)
-    meta = json.loads((exported / "minitrans.json").read_text())
-    assert meta["source_checkpoint"] == trained_checkpoint.name and len(meta["source_checkpoint_sha256"]) == 64
-
-
-# -- 7a. small TSV corpora and malformed files ------------------------------------------------
-def test_7a_a_small_tsv_corpus_names_the_split_sizes(capsys, tmp_path, prepared):
-    tsv = tmp_path / "small.tsv"
-    tsv.write_text("".join(f"{e}\t{f}\n" for e, f in synthetic_pairs(300, seed=4)))
-    code, _, err = _train(capsys, tmp_path, prepared, "--data.dataset", "tsv", "--data.files",
-                          json.dumps({"train": str(tsv)}), "--data.cache_dir", tmp_path / "c")
-    assert code == 1 and "valid_size" in one_line_error(err) and "test_size" in err
-    code, _, err = _train(capsys, tmp_path, prepared, "--data.dataset", "tsv", "--data.files", str(tsv),
-                          "--data.cache_dir", tmp_path / "c")
-    assert code == 2 and "data.files" in one_line_error(err)
 
 
 # -- 9. attention within bounds --------------------------------------------------------------
@@ -472,12 +350,6 @@ def test_contract_input_from_a_named_pipe_or_process_substitution(capsys, tmp_pa
 def test_contract_python_api_says_what_to_pass(translator, value, words):
     with pytest.raises(UsageError, match=words):
         translator.translate(value)
-
-
-def test_contract_a_validation_interval_longer_than_an_epoch_is_one_line(capsys, tmp_path, prepared):
-    """A small corpus's epoch is a few batches: Lightning's check is a traceback; ours says the fix."""
-    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.val_check_interval", "1000")
-    assert code == 2 and "check_val_every_n_epoch: null" in one_line_error(err)
 
 
 def test_contract_translate_to_a_file_says_what_went_where(capsys, tmp_path, trained_checkpoint, monkeypatch):

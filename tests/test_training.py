@@ -1,5 +1,7 @@
 """Lightning wiring: learning, exact resume, checkpoints, config errors, DDP on CPU."""
 
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import make_datamodule
+from conftest import make_datamodule, one_line_error, run_main, synthetic_pairs
 from minitrans import ModelConfig
 from minitrans.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, load_for_inference
 from minitrans.train_cli import lightning_main
@@ -275,3 +277,55 @@ def test_training_that_stops_at_max_steps_mid_interval_validates_and_saves_its_l
     last = torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True, map_location="cpu")
     assert last["global_step"] == 7
     assert [p.name for p in (tmp_path / "recent").glob("*.ckpt")] == ["recent-step7.ckpt"]
+
+
+# -- hostile cases (issue #30's second round: resuming, 3 and 4; small TSV corpora, 7a) --------
+def _train(capsys, tmp_path, prepared, *extra):
+    return run_main(capsys, "train", "--config", write_config(tmp_path, prepared), *extra)
+
+
+@pytest.mark.hostile
+def test_3_resume_after_the_data_changed_is_refused(capsys, tmp_path, prepared, data_root):
+    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.max_steps", "3")
+    assert code == 0, err
+    last = tmp_path / "ckpt" / "last.ckpt"
+    # The same training data, another corpus beside it: the tokenizer trained on it differs.
+    other = tmp_path / "other"
+    shutil.copytree(data_root, other)
+    train_en = other / "multi30k" / "train.en"
+    train_en.write_text(train_en.read_text().replace("cat", "kitten"))
+    code, _, err = _train(capsys, tmp_path, prepared, "--data.data_dir", other, "--data.cache_dir", tmp_path / "c",
+                          "--resume", last)
+    assert code == 1 and "another SentencePiece model" in one_line_error(err) and "--data.tokenizer" in err
+
+
+@pytest.mark.hostile
+def test_4_overrides_on_resume_are_refused_by_name(capsys, tmp_path, prepared):
+    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.max_steps", "3")
+    assert code == 0, err
+    last = tmp_path / "ckpt" / "last.ckpt"
+    code, _, err = _train(capsys, tmp_path, prepared, "--model.config.d_model", "64", "--resume", last)
+    assert code == 2 and "model.config.d_model (64 given, 32 in the checkpoint)" in one_line_error(err)
+    # The same settings resume.
+    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.max_steps", "6", "--resume", last)
+    assert code == 0, err
+
+
+# -- 7a. small TSV corpora and malformed files ------------------------------------------------
+@pytest.mark.hostile
+def test_7a_a_small_tsv_corpus_names_the_split_sizes(capsys, tmp_path, prepared):
+    tsv = tmp_path / "small.tsv"
+    tsv.write_text("".join(f"{e}\t{f}\n" for e, f in synthetic_pairs(300, seed=4)))
+    code, _, err = _train(capsys, tmp_path, prepared, "--data.dataset", "tsv", "--data.files",
+                          json.dumps({"train": str(tsv)}), "--data.cache_dir", tmp_path / "c")
+    assert code == 1 and "valid_size" in one_line_error(err) and "test_size" in err
+    code, _, err = _train(capsys, tmp_path, prepared, "--data.dataset", "tsv", "--data.files", str(tsv),
+                          "--data.cache_dir", tmp_path / "c")
+    assert code == 2 and "data.files" in one_line_error(err)
+
+
+@pytest.mark.hostile
+def test_contract_a_validation_interval_longer_than_an_epoch_is_one_line(capsys, tmp_path, prepared):
+    """A small corpus's epoch is a few batches: Lightning's check is a traceback; ours says the fix."""
+    code, _, err = _train(capsys, tmp_path, prepared, "--trainer.val_check_interval", "1000")
+    assert code == 2 and "check_val_every_n_epoch: null" in one_line_error(err)
