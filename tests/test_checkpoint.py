@@ -4,11 +4,14 @@ sha256s, never this machine's paths (issue #42, item 6)."""
 from __future__ import annotations
 
 import json
+import math
+import os
 
 import pytest
+import torch
 
-from conftest import run_main
-from minitrans.checkpoint import checkpoint_metadata, published
+from conftest import one_line_error, run_main
+from minitrans.checkpoint import checkpoint_metadata, load_checkpoint, published, save_atomic
 from minitrans.textio import file_sha256
 
 
@@ -63,3 +66,57 @@ def test_exports_and_the_server_publish_no_path(capsys, averaged, tmp_path):
     with TestClient(create_app(Translator.load(out))) as client:
         answer = client.get("/v1/models").text
     assert "machine-specific-folder" not in answer and "copy.ckpt" in answer
+
+
+# -- hostile cases (issue #14's first round) --------------------------------------------------
+@pytest.mark.hostile
+def test_2_average_never_overwrites_one_of_its_inputs(capsys, tmp_path, trained_checkpoint):
+    a = tmp_path / "A.ckpt"
+    a.write_bytes(trained_checkpoint.read_bytes())
+    before = a.read_bytes()
+    code, _, err = run_main(capsys, "average", "-m", a, trained_checkpoint, "-o", a)
+    assert code == 2 and "one of the checkpoints to average" in one_line_error(err)
+    assert a.read_bytes() == before
+
+
+def _damaged(tmp_path, trained_checkpoint, how):
+    path = tmp_path / f"{how}.ckpt"
+    if how == "text":
+        path.write_text("this is not a checkpoint\n")
+    elif how == "random":
+        path.write_bytes(os.urandom(4096))
+    elif how == "truncated":
+        path.write_bytes(trained_checkpoint.read_bytes()[:5000])
+    else:
+        checkpoint = load_checkpoint(trained_checkpoint)
+        if how == "no-metadata":
+            del checkpoint["minitrans"]["model_config"]
+        elif how == "bad-tokenizer":
+            checkpoint["minitrans"]["tokenizer"] = torch.arange(100, dtype=torch.uint8)
+        elif how == "nan":
+            key = next(k for k, v in checkpoint["state_dict"].items() if v.is_floating_point())
+            checkpoint["state_dict"][key] = torch.full_like(checkpoint["state_dict"][key], math.nan)
+        torch.save(checkpoint, path)
+    return path
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("how, message", [
+    ("text", "not a readable checkpoint"), ("random", "not a readable checkpoint"),
+    ("truncated", "not a readable checkpoint"), ("no-metadata", "lacks a valid 'model_config'"),
+    ("bad-tokenizer", "SentencePiece model cannot be read"), ("nan", "NaN"),
+])
+def test_15_malformed_checkpoints_are_one_line(capsys, tmp_path, trained_checkpoint, how, message):
+    code, out, err = run_main(capsys, "translate", "-m", _damaged(tmp_path, trained_checkpoint, how), "--beam", "3",
+                         "The cat eats.")
+    line = one_line_error(err)
+    assert code == 1 and message in line and "possibly code" not in line and out == ""
+
+
+@pytest.mark.hostile
+def test_17_a_killed_save_leaves_no_temporary_behind(tmp_path):
+    target = tmp_path / "model.ckpt"
+    dead = tmp_path / ".model.ckpt.tmp999999999"  # the temporary of a process that is gone
+    dead.write_bytes(b"half a checkpoint")
+    save_atomic({"x": torch.ones(2)}, target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.ckpt"]

@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from conftest import synthetic_pairs
-from minitrans import cli
+from conftest import one_line_error, run_main, synthetic_pairs
+from minitrans import Translator, cli
+from minitrans.errors import DataError, MinitransError
 
 
 def run(capsys, *args):
@@ -190,3 +191,102 @@ def test_one_spelling_per_concept_and_the_old_ones_still_work(capsys, tmp_path, 
         assert " --model MODEL" in usage and "[--model" not in usage, (name, usage)
         for old_flag in ("--output-dir", "--out ", "--teacher", "--bf16", "--int8"):
             assert old_flag not in text, (name, old_flag)
+
+
+# -- hostile cases (issue #14's first round) --------------------------------------------------
+@pytest.mark.hostile
+def test_1_output_that_is_the_input_is_refused(capsys, tmp_path, trained_checkpoint):
+    same = tmp_path / "same.txt"
+    same.write_text("The cat eats.\nThe dog sees a book.\n")
+    code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", same, "-o", same)
+    assert code == 2 and "is the --input file" in one_line_error(err)
+    assert same.read_text() == "The cat eats.\nThe dog sees a book.\n"
+
+
+@pytest.mark.hostile
+def test_4_translation_failing_half_way_keeps_the_old_output(capsys, tmp_path, trained_checkpoint, monkeypatch):
+    out = tmp_path / "out.fr"
+    out.write_text("old\n")
+    calls = {"n": 0}
+    original = Translator.translate_detailed
+
+    def fail_on_second_chunk(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("the machine went away")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate_detailed", fail_on_second_chunk)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"The cat eats.\n" * 1500)))
+    with pytest.raises(RuntimeError):
+        cli.main(["translate", "-m", str(trained_checkpoint), "-o", str(out)])
+    assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.fr"]
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("flags, what", [
+    (["--alpha", "nan"], "--alpha"), (["--alpha", "-50"], "--alpha"), (["--alpha=-inf"], "--alpha"), (["--alpha", "-inf"], "--alpha"),
+    (["--beam", "1", "--nbest", "3"], "--nbest"), (["--beam", "0"], "--beam"), (["--nbest", "0"], "--nbest"),
+    (["--layer", "9"], "--layer"), (["--head", "-1"], "--head"), (["--head", "4"], "--head"),
+    (["--device", "potato"], "--device"),
+])
+def test_8_and_14_bad_decoding_flags_are_usage_errors(capsys, trained_checkpoint, flags, what):
+    code, out, err = run_main(capsys, "translate", "-m", trained_checkpoint, "The cat eats.", *flags)
+    assert code == 2 and what in one_line_error(err) and out == ""
+
+
+@pytest.mark.hostile
+def test_8_nbest_lines_carry_the_input_line_number(capsys, tmp_path, trained_checkpoint):
+    (tmp_path / "in.txt").write_text("The cat eats.\n\nThe dog sees a book.\n")
+    code, out, _ = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", tmp_path / "in.txt", "--beam", "3",
+                       "--nbest", "3")
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert code == 0 and all(len(r) == 3 for r in rows)
+    numbers = [int(r[0]) for r in rows]
+    assert numbers == sorted(numbers) and set(numbers) == {1, 2, 3}
+    assert numbers.count(2) == 1 and rows[numbers.index(2)][1] == ""  # the empty line: one empty result
+
+
+@pytest.mark.hostile
+def test_13_non_utf8_input_names_file_and_line(capsys, tmp_path, trained_checkpoint, monkeypatch):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes(b"The cat eats.\nLe caf\xe9 est bon.\n")
+    out = tmp_path / "out.txt"
+    code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", bad, "-o", out)
+    line = one_line_error(err)
+    assert code == 1 and "latin1.txt, line 2" in line and "iconv" in line and not out.exists()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\n\xff\xfe\n")))
+    code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint)
+    assert code == 1 and "<stdin>, line 2" in one_line_error(err)
+    tsv = tmp_path / "bad.tsv"
+    tsv.write_bytes(b"Hello.\tBonjour.\nCaf\xe9.\tCaf\xe9.\n")
+    from minitrans.corpus import read_tsv
+
+    with pytest.raises(DataError, match="bad.tsv, line 2"):
+        read_tsv(tsv)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("flags, what", [
+    (["-i", "/nonexistent/in.txt"], "--input"),
+    (["-o", "/nonexistent/folder/out.txt", "hello"], "does not exist"),
+    (["--plot-attention", "/nonexistent/folder/a.png", "hello"], "does not exist"),
+])
+def test_14_paths_are_checked_before_the_model_loads(capsys, tmp_path, flags, what):
+    # The checkpoint does not exist either: the usage error must come first.
+    code, _, err = run_main(capsys, "translate", "-m", tmp_path / "missing.ckpt", *flags)
+    assert code == 2 and what in one_line_error(err)
+
+
+@pytest.mark.hostile
+def test_17_missing_src_is_not_about_the_data_directory(capsys, tmp_path, trained_checkpoint):
+    code, _, err = run_main(capsys, "evaluate", "-m", trained_checkpoint, "--src", tmp_path / "none.en", "--ref",
+                       tmp_path / "none.fr")
+    line = one_line_error(err)
+    assert code == 1 and "none.en" in line and "MINITRANS_DATA" not in line
+
+
+@pytest.mark.hostile
+def test_debug_shows_the_traceback(tmp_path):
+    with pytest.raises(MinitransError):
+        cli.main(["translate", "-m", str(tmp_path / "missing.ckpt"), "hi", "--debug"])

@@ -1,5 +1,13 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import make_datamodule, one_line_error, run_main, synthetic_pairs
 from minitrans.batching import Batch
-from conftest import make_datamodule
+from minitrans.checkpoint import CheckpointError, load_checkpoint, load_for_inference
 
 
 def test_prepare_writes_cache_and_second_run_reuses_it(prepared, data_root):
@@ -36,3 +44,83 @@ def test_loaders_yield_batches_with_references(prepared):
     val = next(iter(prepared.val_dataloader()))
     assert val.refs is not None and len(val.refs) == val.src.size(0)
     assert sum(b.src.size(0) for b in prepared.test_dataloader()) == 30
+
+
+# -- hostile cases (issue #14's first round) --------------------------------------------------
+@pytest.mark.hostile
+def test_11_a_swapped_tokenizer_is_caught(tmp_path, trained_checkpoint, prepared):
+    from minitrans.tokenizer import Tokenizer
+
+    checkpoint = load_checkpoint(trained_checkpoint)
+    other = Tokenizer.train([f for _, f in synthetic_pairs(300, seed=77)] + ["zzz qqq"] * 5, 320)
+    assert other.fingerprint() != prepared.tokenizer.fingerprint() and other.vocab_size == 320
+    checkpoint["minitrans"]["tokenizer"] = other.to_tensor()
+    checkpoint["minitrans"]["tokenizer_fingerprint"] = other.fingerprint()  # consistent with itself
+    torch.save(checkpoint, tmp_path / "swapped.ckpt")
+    with pytest.raises(CheckpointError, match="not the one its weights were trained with"):
+        load_for_inference(tmp_path / "swapped.ckpt")
+
+
+@pytest.mark.hostile
+def test_12_a_filter_that_leaves_no_training_pair_is_an_error(capsys, tmp_path, prepared):
+    from test_training import write_config
+
+    cfg = write_config(tmp_path, prepared)
+    code, _, err = run_main(capsys, "prepare", "--config", cfg, "--data.max_len", "2", "--data.cache_dir", tmp_path / "c")
+    assert code == 1 and "No training pair" in one_line_error(err) and "max_len" in err
+
+
+@pytest.mark.hostile
+def test_16_two_prepares_at_once_both_succeed(tmp_path, data_root):
+    """Two processes prepare the same fresh cache together: both end with the same complete cache."""
+    import subprocess
+
+    code = ("import sys; from conftest import make_datamodule; "
+            f"dm = make_datamodule({str(data_root)!r}, {str(tmp_path / 'cache')!r}); dm.prepare_data(); dm.setup(); "
+            "print(dm.cache_path, len(dm.splits['train']))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env.pop("MINITRANS_DATA", None)
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                              text=True) for _ in range(2)]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [r[1][-2000:] for r in results]
+    assert results[0][0] == results[1][0]
+    assert not [p for p in (tmp_path / "cache").iterdir() if ".tmp" in p.name]
+
+
+@pytest.mark.hostile
+def test_16b_a_second_build_waits_and_never_deletes_the_first_cache(tmp_path):
+    """The race behind a flaky CI run: the second build checked, found no cache, then deleted
+    the first's just-published one. Now the second waits, builds nothing, and the first's
+    cache is untouched; a killed build's leftover folder is cleared by the next build."""
+    import threading
+    import time
+
+    from minitrans import datacache
+
+    path = tmp_path / "cache" / "toy-0123456789ab"
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "toy-0123456789ab.tmp999999999").mkdir()  # a killed build's folder
+    first_started, fills, returned = threading.Event(), [], {}
+
+    def fill(name):
+        def write(folder, scratch):
+            fills.append(name)
+            first_started.set()
+            time.sleep(0.5)  # long enough for the second build to arrive
+            (folder / "data.txt").write_text(name)
+            return {"by": name}
+        return write
+
+    def run(name):
+        returned[name] = datacache.build(path, fill(name))
+
+    first = threading.Thread(target=run, args=("first",))
+    first.start()
+    first_started.wait(10)
+    second = threading.Thread(target=run, args=("second",))
+    second.start()
+    first.join(20), second.join(20)
+    assert fills == ["first"] and returned == {"first": True, "second": False}
+    assert (path / "data.txt").read_text() == "first" and datacache.read_report(path)["by"] == "first"
+    assert not [p for p in path.parent.iterdir() if ".tmp" in p.name]

@@ -6,7 +6,7 @@ import pytest
 import sacrebleu
 import torch
 
-from conftest import run_main, synthetic_pairs
+from conftest import one_line_error, run_main, synthetic_pairs
 from minitrans.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, load_for_inference, save_atomic
 from minitrans.evaluate import evaluate_checkpoint
 from minitrans.metrics import score
@@ -106,3 +106,21 @@ def test_5a_two_runs_best_checkpoints_never_overwrite_each_others_reports(capsys
         reports.append(path)
     assert reports[0] != reports[1] and all(Path(p).is_file() for p in reports)
     assert len(list((tmp_path / "eval").glob("*.json"))) == 2
+
+
+# -- hostile cases (issue #14's first round) --------------------------------------------------
+@pytest.mark.hostile
+def test_10_empty_references_are_an_error_naming_the_line(capsys, tmp_path, trained_checkpoint):
+    (tmp_path / "s.en").write_text("The cat eats.\nThe dog sees a book.\n")
+    (tmp_path / "s.fr").write_text("Le chat mange.\n\n")
+    code, _, err = run_main(capsys, "evaluate", "-m", trained_checkpoint, "--src", tmp_path / "s.en", "--ref",
+                       tmp_path / "s.fr", "-o", tmp_path / "eval")
+    assert code == 1 and "s.fr, line 2: empty reference" in one_line_error(err)
+
+
+@pytest.mark.hostile
+def test_14_evaluate_checks_its_output_folder_before_decoding(capsys, tmp_path, trained_checkpoint):
+    (tmp_path / "a_file").write_text("x")
+    code, _, err = run_main(capsys, "evaluate", "-m", trained_checkpoint, "--dataset", "multi30k",
+                       "-o", tmp_path / "a_file" / "eval")
+    assert code == 2 and "-o/--output" in one_line_error(err)

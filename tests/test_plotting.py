@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from minitrans import Translator
+from conftest import run_main
+from minitrans import Translator, plotting
 from minitrans.errors import UsageError
-from minitrans import plotting
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -49,3 +49,12 @@ def test_learning_curves_from_a_csv_log(tmp_path):
     assert not (tmp_path / "none.png").exists()
     with pytest.raises(UsageError, match="cannot read"):
         plotting.read_validation_rows(tmp_path / "missing.csv")
+
+
+# -- hostile cases (issue #14's first round) --------------------------------------------------
+@pytest.mark.hostile
+def test_17_plot_message_names_the_file_written(capsys, tmp_path, trained_checkpoint):
+    code, _, err = run_main(capsys, "translate", "-m", trained_checkpoint, "The cat eats.", "--plot-attention",
+                       tmp_path / "att")
+    assert code == 0 and f"attention plot: {tmp_path / 'att.png'}" in err
+    assert (tmp_path / "att.png").read_bytes()[:4] == b"\x89PNG"

@@ -4,6 +4,7 @@ standard input and output, and a document that is not UTF-8 names its line (issu
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -17,11 +18,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import one_line_error, run_main
+from conftest import one_line_error, run_main, synthetic_pairs
 from minitrans.checkpoint import copy_atomic, save_atomic
 from minitrans.errors import DataError, UsageError
-from minitrans.textio import (NAME_MAX, atomic_folder, atomic_output, check_writable, decode_text, file_sha256,
-                              temporary_path, write_text_atomic)
+from minitrans.textio import (
+    NAME_MAX,
+    atomic_folder,
+    atomic_output,
+    check_writable,
+    decode_text,
+    file_sha256,
+    read_lines,
+    temporary_path,
+    write_text_atomic,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -309,3 +319,54 @@ def test_kill_at_random_moments_leaves_old_or_new_file(tmp_path, mode):
      "text": lambda: write_text_atomic(target, [f"9 line {i}" for i in range(200_000)])}[mode]()
     check_complete(mode, target, source)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.bin", "target"]
+
+
+# -- hostile cases (issue #14's first round) --------------------------------------------------
+@pytest.mark.hostile
+def test_3_and_4_failed_writes_leave_the_old_file_whole(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old complete content\n")
+    with pytest.raises(RuntimeError):
+        with atomic_output(target) as f:
+            f.write("new partial")
+            raise RuntimeError("killed half-way")
+    assert target.read_text() == "old complete content\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+ODD_BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"]
+
+
+@pytest.mark.hostile
+def test_5_evaluate_reads_lines_as_wc_does(capsys, tmp_path, trained_checkpoint):
+    pairs = synthetic_pairs(20, seed=3)
+    src = [e for e, _ in pairs]
+    ref = [f for _, f in pairs]
+    src[4] = src[4].replace(" ", ODD_BREAKS[0], 1)
+    ref[7] = ref[7].replace(" ", "\x0c", 1)
+    ref[9] = ref[9].replace(" ", "\x1e", 1)
+    (tmp_path / "s.en").write_text("".join(s + "\n" for s in src), encoding="utf-8", newline="")
+    (tmp_path / "s.fr").write_text("".join(r + "\n" for r in ref), encoding="utf-8", newline="")
+    code, out, err = run_main(capsys, "evaluate", "-m", trained_checkpoint, "--src", tmp_path / "s.en", "--ref",
+                         tmp_path / "s.fr", "--beam", "1", "-o", tmp_path / "eval")
+    assert code == 0, err
+    assert json.loads(out)["sentences"] == 20
+    hyps = next((tmp_path / "eval").glob("model-*.s.beam1.hyp.txt")).read_bytes().count(b"\n")
+    assert hyps == 20
+
+
+@pytest.mark.hostile
+def test_6_a_stray_carriage_return_does_not_split_a_line(capsys, tmp_path, trained_checkpoint):
+    (tmp_path / "in.txt").write_bytes(b"The cat eats.\nThe dog\rsees a book.\r\nA child draws.\n")
+    code, out, _ = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", tmp_path / "in.txt", "--beam", "1")
+    assert code == 0 and out.count("\n") == 3
+
+
+@pytest.mark.hostile
+def test_7_a_byte_order_mark_is_not_text(capsys, tmp_path, trained_checkpoint):
+    (tmp_path / "bom.txt").write_bytes("\ufeffThe cat eats the bread.\n".encode())
+    (tmp_path / "plain.txt").write_bytes(b"The cat eats the bread.\n")
+    _, with_bom, _ = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", tmp_path / "bom.txt")
+    _, plain, _ = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", tmp_path / "plain.txt")
+    assert with_bom == plain
+    assert read_lines(tmp_path / "bom.txt") == ["The cat eats the bread."]

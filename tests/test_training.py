@@ -14,8 +14,8 @@ import yaml
 from conftest import make_datamodule, one_line_error, run_main, synthetic_pairs
 from minitrans import ModelConfig
 from minitrans.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, load_for_inference
-from minitrans.train_cli import lightning_main
 from minitrans.schedule import cosine, inverse_sqrt
+from minitrans.train_cli import lightning_main
 from minitrans.training import TranslationModule
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -329,3 +329,29 @@ def test_contract_a_validation_interval_longer_than_an_epoch_is_one_line(capsys,
     """A small corpus's epoch is a few batches: Lightning's check is a traceback; ours says the fix."""
     code, _, err = _train(capsys, tmp_path, prepared, "--trainer.val_check_interval", "1000")
     assert code == 2 and "check_val_every_n_epoch: null" in one_line_error(err)
+
+
+# -- hostile cases (issue #14's first round) --------------------------------------------------
+@pytest.mark.hostile
+def test_14_train_errors_are_one_line(capsys, tmp_path, prepared):
+    from test_training import write_config
+
+    cfg = write_config(tmp_path, prepared)
+    code, _, err = run_main(capsys, "prepare", "--config", cfg, "--data.vocab_size", "10", "--data.cache_dir",
+                       tmp_path / "c")
+    assert code == 1 and "vocab_size" in one_line_error(err)
+    code, _, err = run_main(capsys, "train", "--config", cfg, "--data.dataset", "tsv", "--data.files",
+                       '{"train": "/nonexistent.tsv"}', "--data.cache_dir", tmp_path / "c2")
+    assert code == 1 and "/nonexistent.tsv" in one_line_error(err)
+    code, _, err = run_main(capsys, "train", "--config", cfg, "--model.config.n_heads", "3")
+    assert code != 0 and "n_heads" in err and "Traceback" not in err
+
+
+@pytest.mark.hostile
+def test_15_resuming_an_averaged_checkpoint_is_refused(capsys, tmp_path, prepared, trained_checkpoint):
+    from test_training import write_config
+
+    avg = tmp_path / "avg.ckpt"
+    run_main(capsys, "average", "-m", trained_checkpoint, trained_checkpoint, "-o", avg)
+    code, _, err = run_main(capsys, "train", "--config", write_config(tmp_path, prepared), "--resume", avg)
+    assert code == 1 and "minitrans average" in one_line_error(err)

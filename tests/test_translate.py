@@ -127,3 +127,40 @@ def test_token_batches_cover_every_sentence_once_within_the_budget():
     for b in batches:  # within budget, except a lone sentence longer than it (30 * 2 > 40)
         assert len(b) * max(len(sources[i]) for i in b) * 2 <= 40 or len(b) == 1
     assert [2] in batches  # the 30-token sentence alone
+
+
+# -- hostile cases (issue #14's first round) --------------------------------------------------
+@pytest.mark.hostile
+def test_9_a_string_is_one_sentence(trained_checkpoint):
+    translator = Translator.from_checkpoint(trained_checkpoint)
+    one = translator.translate("The cat eats the bread.", beam_size=2)
+    assert isinstance(one, str) and one == translator.translate(["The cat eats the bread."], beam_size=2)[0]
+    with pytest.raises(UsageError, match="expects strings"):
+        translator.translate_detailed(["ok", 3])
+
+
+@pytest.mark.hostile
+def test_17_long_input_warning_names_the_real_line(trained_checkpoint, caplog):
+    import logging
+
+    translator = Translator.from_checkpoint(trained_checkpoint)
+    with caplog.at_level(logging.WARNING):
+        translator.translate_detailed(["ok", "word " * 200], beam_size=1, first_line=1001)
+    assert "Input line 1002" in caplog.text
+
+
+@pytest.mark.hostile
+def test_an_output_never_spans_two_lines(trained_checkpoint, monkeypatch):
+    """Even if the model spells a line break with byte-fallback pieces, the output is one line."""
+    translator = Translator.from_checkpoint(trained_checkpoint)
+    newline_piece = translator.tokenizer.sp.piece_to_id("<0x0A>")
+    assert translator.tokenizer.sp.is_byte(newline_piece)
+    from minitrans import native_engine
+    from minitrans.search import Hypothesis
+
+    def fake_beam(model, src, *args, **kwargs):
+        return [[Hypothesis([newline_piece, newline_piece], -1.0, -1.0)] for _ in range(src.size(0))]
+
+    monkeypatch.setattr(native_engine, "beam_search", fake_beam)
+    out = translator.translate(["The cat eats.", "The dog sees a book."], beam_size=2)
+    assert all("\n" not in o for o in out) and len(out) == 2
