@@ -2,7 +2,12 @@
 
 import io
 import json
+import os
+import shutil
+import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -290,3 +295,105 @@ def test_17_missing_src_is_not_about_the_data_directory(capsys, tmp_path, traine
 def test_debug_shows_the_traceback(tmp_path):
     with pytest.raises(MinitransError):
         cli.main(["translate", "-m", str(tmp_path / "missing.ckpt"), "hi", "--debug"])
+
+
+# -- hostile cases (issue #30's second round: the command line's contract) --------------------
+@pytest.mark.hostile
+@pytest.mark.parametrize("flags, words", [
+    (["--timeout", "-1"], "--timeout"), (["--timeout", "nan"], "--timeout"), (["--beam", "17"], "--beam"),
+    (["--max-queue", "0"], "--max-queue"), (["--max-attention-values", "0"], "--max-attention-values"),
+])
+def test_contract_serve_flags_outside_the_api_are_refused(capsys, tmp_path, flags, words):
+    code, _, err = run_main(capsys, "serve", "-m", tmp_path / "never-loaded.ckpt", *flags)
+    assert code == 2 and words in one_line_error(err)
+
+
+@pytest.mark.hostile
+def test_contract_a_port_in_use_is_one_line(capsys, tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        code, _, err = run_main(capsys, "serve", "-m", tmp_path / "never-loaded.ckpt", "--port", port)
+    assert code == 2 and "in use" in one_line_error(err)
+
+
+@pytest.mark.hostile
+def test_contract_broken_pipe_exits_quietly(tmp_path, trained_checkpoint):
+    big = tmp_path / "big.txt"
+    big.write_text("The cat eats.\n" * 3000)
+    env = {k: v for k, v in os.environ.items() if k != "MINITRANS_DATA"}
+    for how in (f"< '{big}'", f"-i '{big}'"):
+        shell = (f"set -o pipefail; {sys.executable} -m minitrans translate -m '{trained_checkpoint}' --beam 1 {how} "
+                 "| head -1")
+        result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300, env=env)
+        # stderr: only the line that says which engine decodes (issue #45), no traceback
+        said = result.stderr.splitlines()
+        assert result.stdout.count("\n") == 1 and len(said) == 1 and said[0].startswith("decoding with"), \
+            (how, result.stderr[-1000:])
+        assert result.returncode == 141, how  # SIGPIPE's status, as `yes | head -1` gives
+
+
+@pytest.mark.hostile
+def test_contract_a_file_is_translated_in_chunks():
+    import argparse
+
+    from minitrans import commands
+
+    a = argparse.Namespace(sentences=[], input=None)
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"chunks{os.getpid()}.txt"
+    path.write_text("x\n" * (2 * commands.CHUNK_LINES + 5))
+    try:
+        a.input = str(path)
+        chunks = list(commands._lines(a))
+    finally:
+        path.unlink()
+    assert [first for first, _ in chunks] == [1, commands.CHUNK_LINES + 1, 2 * commands.CHUNK_LINES + 1]
+    assert sum(len(c) for _, c in chunks) == 2 * commands.CHUNK_LINES + 5
+
+
+@pytest.mark.hostile
+def test_contract_input_from_a_named_pipe_or_process_substitution(capsys, tmp_path, trained_checkpoint):
+    fifo = tmp_path / "in"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "w") as f:
+            f.write("The cat eats.\nThe dog sees.\n")
+
+    threading.Thread(target=feed, daemon=True).start()
+    code, out, err = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", fifo)
+    assert code == 0 and out.count("\n") == 2, err
+
+
+@pytest.mark.hostile
+def test_contract_translate_to_a_file_says_what_went_where(capsys, tmp_path, trained_checkpoint, monkeypatch):
+    from minitrans import commands
+
+    monkeypatch.setattr(commands, "CHUNK_LINES", 4)  # a "long" input of three chunks
+    source = tmp_path / "in.txt"
+    source.write_text("The cat eats.\n" * 10)
+    code, out, err = run_main(capsys, "translate", "-m", trained_checkpoint, "--beam", "1", "-i", source,
+                         "-o", tmp_path / "out.txt")
+    assert code == 0 and out == ""
+    progress = [line for line in err.splitlines() if line.startswith("translated ")]
+    assert [p.split()[1] for p in progress] == ["4", "8", "10"]
+    assert f"wrote 10 translations of {source} to {tmp_path / 'out.txt'}" in err
+
+
+@pytest.mark.hostile
+def test_contract_evaluate_takes_checkpoints_either_way(capsys, tmp_path, trained_checkpoint):
+    """`evaluate -c A -c B` evaluated only B (the second flag replaced the first); now it is `-c A B`,
+    as `translate -c A -c B` has always been."""
+    pairs = synthetic_pairs(4, seed=3)
+    (tmp_path / "s.en").write_text("".join(e + "\n" for e, _ in pairs))
+    (tmp_path / "r.fr").write_text("".join(f + "\n" for _, f in pairs))
+    other = tmp_path / "other.ckpt"
+    shutil.copy(trained_checkpoint, other)
+    for flags in (["-m", trained_checkpoint, other], ["-m", trained_checkpoint, "-m", other]):
+        code, out, err = run_main(capsys, "evaluate", *flags, "--src", tmp_path / "s.en", "--ref", tmp_path / "r.fr",
+                             "--beam", "1", "-o", tmp_path / "eval")
+        assert code == 0, err
+        assert out.count(str(trained_checkpoint)) == 1 and out.count(str(other)) == 1, out

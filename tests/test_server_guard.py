@@ -22,7 +22,7 @@ from minitrans.server import create_app
 from minitrans.server_guard import RequestGuard
 from minitrans.server_settings import ServerSettings, read_api_keys
 from minitrans.translate import Translator
-from test_hostile2 import _slow_search
+from test_server_worker import _slow_search
 
 KEYED = ServerSettings(api_keys=("k1",))
 

@@ -164,3 +164,12 @@ def test_an_output_never_spans_two_lines(trained_checkpoint, monkeypatch):
     monkeypatch.setattr(native_engine, "beam_search", fake_beam)
     out = translator.translate(["The cat eats.", "The dog sees a book."], beam_size=2)
     assert all("\n" not in o for o in out) and len(out) == 2
+
+
+# -- hostile cases (issue #30's second round: the command line's contract) --------------------
+@pytest.mark.hostile
+@pytest.mark.parametrize("value, words", [(b"The cat.", "decode"), ({"q": "The cat."}, "dict"),
+                                          (["ok", b"x"], "bytes"), (["ok", None], "NoneType"), (5, "int")])
+def test_contract_python_api_says_what_to_pass(translator, value, words):
+    with pytest.raises(UsageError, match=words):
+        translator.translate(value)
