@@ -100,20 +100,26 @@ def runtime_files(runtime: str | os.PathLike | None = None) -> dict[str, bytes]:
             raise UsageError(f"--runtime {path}: no such file or folder (give the tarball of `{HOW}`).")
         return _from_tarball(path.read_bytes(), str(path))
     files = _cached()
-    if files is None:
+    if files is None:  # nothing cached, or a cached file damaged: fetch and cache again
         files = _from_tarball(_download(), TARBALL)
-        with atomic_folder(cached_folder(), replace=True) as tmp:
-            for name, data in files.items():
-                (tmp / name).write_bytes(data)
+        _store(files)
     return files
 
 
-if __name__ == "__main__":  # python -m minitrans.web_runtime [TARBALL]: fill the cache (CI does this once)
+def _store(files: dict[str, bytes]) -> None:
+    with atomic_folder(cached_folder(), replace=True) as tmp:
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+
+
+def fill_cache(runtime: str | os.PathLike) -> Path:
+    """Put the files of ``runtime`` (a tarball or folder, checked) in the cache, for exports
+    made later without ``--runtime`` on a machine with no network; returns the cache folder."""
+    _store(runtime_files(runtime))
+    return cached_folder()
+
+
+if __name__ == "__main__":  # python -m minitrans.web_runtime TARBALL: fill the cache from a tarball
     import sys
 
-    got = runtime_files(sys.argv[1] if len(sys.argv) > 1 else None)
-    if len(sys.argv) > 1:
-        with atomic_folder(cached_folder(), replace=True) as tmp:
-            for name, data in got.items():
-                (tmp / name).write_bytes(data)
-    print(cached_folder())
+    print(fill_cache(sys.argv[1]) if len(sys.argv) > 1 else cached_folder())

@@ -253,6 +253,26 @@ def test_runtime_refuses_files_that_are_not_the_pinned_ones(tmp_path):
         web_runtime.runtime_files(tmp_path / "missing.tgz")
 
 
+def test_runtime_comes_from_the_cache_and_a_damaged_cache_is_fetched_again(tmp_path, monkeypatch):
+    source = runtime_source()
+    monkeypatch.setenv("MINITRANS_CACHE", str(tmp_path / "cache"))
+    downloads = []
+
+    def download():
+        downloads.append(1)
+        return Path(source).read_bytes() if Path(source).is_file() else pytest.skip("the runtime is a folder")
+
+    monkeypatch.setattr(web_runtime, "_download", download)
+    folder = web_runtime.fill_cache(source)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(web_runtime.FILES)
+    assert set(web_runtime.runtime_files()) == set(web_runtime.FILES) and downloads == []  # offline: the cache
+    (folder / "ort-wasm-simd-threaded.wasm").write_bytes(b"damaged")
+    files = web_runtime.runtime_files()
+    assert downloads == [1] and web_runtime.sha256(files["ort-wasm-simd-threaded.wasm"]) == \
+        web_runtime.FILES["ort-wasm-simd-threaded.wasm"]
+    assert (folder / "ort-wasm-simd-threaded.wasm").read_bytes() == files["ort-wasm-simd-threaded.wasm"]
+
+
 # -- the page in Chromium ------------------------------------------------------------------------------
 class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
