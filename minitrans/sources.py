@@ -18,6 +18,7 @@ data module's cache key and ``minitrans download`` all read that table.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import datasets
@@ -26,6 +27,24 @@ from minitrans.cleaning import CleaningReport
 from minitrans.corpus import (MULTI30K_SPLITS, aligned_split, assemble, eval_split, grouped_split, iter_aligned,
                               iter_tsv, load_hub, read_aligned, read_tsv, resolve_data_dir, reverse_split)
 from minitrans.errors import DataError
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """What :meth:`Source.load` is asked for: the data settings of a corpus (``files``,
+    ``hub_id``, ``valid_size``, ``test_size``, ``seed``, ``max_chars``: as ``data.*`` names them)
+    with its folder, and how to build (see :func:`load_corpus`)."""
+
+    root: Path
+    files: dict[str, str] = field(default_factory=dict)
+    hub_id: str | None = None
+    valid_size: int = 1000
+    test_size: int = 2000
+    seed: int = 1
+    max_chars: int = 400
+    build_dir: str | os.PathLike | None = None
+    with_train: bool = True
+    hub_streaming: bool = True
 
 
 class Source:
@@ -43,9 +62,8 @@ class Source:
         """The raw files the corpus is read from: their sizes and times key the cache."""
         return [Path(p) for p in files.values()]
 
-    def load(self, root: Path, files: dict[str, str], hub_id: str | None, valid_size: int, test_size: int,
-             seed: int, max_chars: int, build_dir, with_train: bool, hub_streaming: bool
-             ) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
+    def load(self, request: LoadRequest) -> tuple[dict[str, datasets.Dataset], CleaningReport]:
+        """The corpus's splits (see :func:`load_corpus`)."""
         raise NotImplementedError
 
     def download(self, to: Path) -> Path:
@@ -58,7 +76,8 @@ class Tsv(Source):
     name = "tsv"
     grouped = True
 
-    def load(self, root, files, hub_id, valid_size, test_size, seed, max_chars, build_dir, with_train, hub_streaming):
+    def load(self, request):
+        files, valid_size, test_size = request.files, request.valid_size, request.test_size
         if "train" not in files:
             raise DataError("dataset 'tsv' needs data.files with at least a 'train' entry (a TSV path).")
         iter_tsv(files["train"])  # checked at once, read while streaming
@@ -67,7 +86,7 @@ class Tsv(Source):
             train = lambda: iter_tsv(files["train"])  # noqa: E731
         else:
             pairs = read_tsv(files["train"])
-            train_pairs, valid, test = grouped_split(pairs, valid_size, test_size, seed)
+            train_pairs, valid, test = grouped_split(pairs, valid_size, test_size, request.seed)
             if pairs and (not train_pairs or not valid):
                 n = len({en for en, _ in pairs})
                 raise DataError(
@@ -78,7 +97,8 @@ class Tsv(Source):
             evals.setdefault("valid", valid)
             evals.setdefault("test", test)
             train = lambda: train_pairs  # noqa: E731
-        return assemble(train if with_train else None, evals, eval_split, max_chars, build_dir)
+        return assemble(train if request.with_train else None, evals, eval_split, request.max_chars,
+                        request.build_dir)
 
 
 class Tatoeba(Tsv):
@@ -90,9 +110,9 @@ class Tatoeba(Tsv):
     def files(self, root, files, hub_id):
         return [root / "tatoeba-fra-eng" / "fra.txt"]
 
-    def load(self, root, files, hub_id, *args, **kwargs):
-        files = {**files, "train": files.get("train") or str(root / "tatoeba-fra-eng" / "fra.txt")}
-        return super().load(root, files, hub_id, *args, **kwargs)
+    def load(self, request):
+        train = request.files.get("train") or str(request.root / "tatoeba-fra-eng" / "fra.txt")
+        return super().load(replace(request, files={**request.files, "train": train}))
 
     def download(self, to):
         from minitrans.download import download_tatoeba
@@ -115,13 +135,14 @@ class Multi30k(Source):
     def files(self, root, files, hub_id):
         return [root / "multi30k" / f"{n}.{lang}" for n in MULTI30K_SPLITS.values() for lang in ("en", "fr")]
 
-    def load(self, root, files, hub_id, valid_size, test_size, seed, max_chars, build_dir, with_train, hub_streaming):
-        paths = self.pair_paths(root)
+    def load(self, request):
+        paths = self.pair_paths(request.root)
         train_paths = paths.pop("train")
         iter_aligned(*train_paths)  # a missing or empty training file fails before any work
         train = lambda: iter_aligned(*train_paths)  # noqa: E731
         evals = {split: read_aligned(*p) for split, p in paths.items()}
-        return assemble(train if with_train else None, evals, aligned_split, max_chars, build_dir)
+        return assemble(train if request.with_train else None, evals, aligned_split, request.max_chars,
+                        request.build_dir)
 
     def download(self, to):
         from minitrans.download import download_multi30k
@@ -137,7 +158,8 @@ class Aligned(Source):
     def files(self, root, files, hub_id):
         return [Path(f"{p}.{lang}") for p in files.values() for lang in ("en", "fr")]
 
-    def load(self, root, files, hub_id, valid_size, test_size, seed, max_chars, build_dir, with_train, hub_streaming):
+    def load(self, request):
+        files = request.files
         missing = {"train", "valid", "test"} - set(files)
         if missing:
             raise DataError(f"dataset 'aligned' needs data.files entries for {sorted(missing)} "
@@ -146,7 +168,8 @@ class Aligned(Source):
         evals = {split: read_aligned(f"{prefix}.en", f"{prefix}.fr") for split, prefix in files.items()
                  if split != "train"}
         train = lambda: iter_aligned(f"{files['train']}.en", f"{files['train']}.fr")  # noqa: E731
-        return assemble(train if with_train else None, evals, aligned_split, max_chars, build_dir)
+        return assemble(train if request.with_train else None, evals, aligned_split, request.max_chars,
+                        request.build_dir)
 
 
 class Hub(Source):
@@ -157,8 +180,8 @@ class Hub(Source):
     def files(self, root, files, hub_id):
         return sorted(p for p in Path(hub_id).rglob("*") if p.is_file()) if hub_id and Path(hub_id).is_dir() else []
 
-    def load(self, root, files, hub_id, valid_size, test_size, seed, max_chars, build_dir, with_train, hub_streaming):
-        return load_hub(hub_id, max_chars, build_dir, with_train, hub_streaming)
+    def load(self, request):
+        return load_hub(request.hub_id, request.max_chars, request.build_dir, request.with_train, request.hub_streaming)
 
 
 #: Every corpus source, by ``data.dataset`` name: one line per source.
@@ -206,8 +229,8 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
     Returns:
         ``({split name: Dataset}, report of what cleaning dropped from train)``.
     """
-    return source(dataset).load(resolve_data_dir(data_dir), dict(files or {}), hub_id, valid_size, test_size, seed,
-                                max_chars, build_dir, with_train, hub_streaming)
+    return source(dataset).load(LoadRequest(resolve_data_dir(data_dir), dict(files or {}), hub_id, valid_size,
+                                            test_size, seed, max_chars, build_dir, with_train, hub_streaming))
 
 
 def for_direction(dataset: str, splits: dict[str, datasets.Dataset], source_lang: str) -> dict[str, datasets.Dataset]:
