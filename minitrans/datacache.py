@@ -2,6 +2,7 @@
 keyed by the data settings and the raw files' sizes and times, built once and published whole.
 
 * :func:`cache_path` — ``cache_dir/<dataset>-<12 hex digits>``: a sha256 of the settings stamp
+  (:func:`settings_stamp`)
   plus each raw file's resolved path, size and modification time, so a changed setting or a
   touched corpus file gives a new cache and the same ones reuse it in seconds.
 * :func:`build` — the one-time work in a folder of this process's own, then a rename into
@@ -34,6 +35,29 @@ log = logging.getLogger(__name__)
 #: Part of every cache key: raise it when the cache's layout or content changes.
 CACHE_VERSION = 1
 DONE = "done.json"
+
+
+#: The data settings every cache key holds (``data.*``).
+KEYED = ("dataset", "files", "hub_id", "vocab_size", "spm_model_type", "max_len", "valid_size", "test_size", "seed",
+         "corpora")
+
+
+def settings_stamp(settings, mixture: bool, default_direction: str, tokenizer_sha256: str | None) -> dict[str, Any]:
+    """The part of the key that the data settings give (``settings``: the data module's
+    hyper-parameters). Entries are added only where they matter, so that the keys of settings
+    made before them stay as they were: ``corpora`` and ``temperature`` for a mixture (its
+    tokenizer is trained on the weighted sample), ``direction`` off the default one, ``tokenizer``
+    (its sha256) when ``data.tokenizer`` gives one instead of training it."""
+    stamp: dict[str, Any] = {k: settings[k] for k in KEYED}
+    if mixture:
+        stamp["temperature"] = settings["temperature"]
+    else:
+        del stamp["corpora"]
+    if settings["direction"] != default_direction:
+        stamp["direction"] = settings["direction"]
+    if tokenizer_sha256:
+        stamp["tokenizer"] = tokenizer_sha256
+    return stamp
 
 
 def cache_path(cache_dir: str | os.PathLike, dataset: str, stamp: dict[str, Any], sources: list[Path]) -> Path:

@@ -250,17 +250,8 @@ class TranslationDataModule(L.LightningDataModule):
     def cache_path(self) -> Path:
         """``cache_dir/<dataset>-<hash of settings and raw files>``."""
         h = self.hparams
-        keys = ("dataset", "files", "hub_id", "vocab_size", "spm_model_type", "max_len",
-                "valid_size", "test_size", "seed", "corpora")
-        stamp: dict[str, Any] = {k: h[k] for k in keys}
-        if self.is_mixture:  # the tokenizer is trained on the weighted sample
-            stamp["temperature"] = h.temperature
-        else:
-            del stamp["corpora"]  # keeps the cache keys of single corpora as they were
-        if h.direction != languages.DEFAULT:  # absent otherwise: keeps English→French cache keys as they were
-            stamp["direction"] = h.direction
-        if h.tokenizer:  # absent otherwise: keeps the cache keys of trained tokenizers as they were
-            stamp["tokenizer"] = self.given_tokenizer().fingerprint()["sha256"]
+        given = self.given_tokenizer().fingerprint()["sha256"] if h.tokenizer else None
+        stamp = datacache.settings_stamp(h, self.is_mixture, languages.DEFAULT, given)
         return datacache.cache_path(h.cache_dir, h.dataset, stamp, self._source_files())
 
     def given_tokenizer(self) -> Tokenizer | None:
