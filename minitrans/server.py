@@ -28,6 +28,7 @@ training (tested).
 
 # No `from __future__ import annotations`: FastAPI reads the request model's annotation at run time.
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -89,104 +90,89 @@ def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
                          "workers": translator.engine.workers}}
 
 
-def create_app(translators, settings: ServerSettings | None = None):
-    """The FastAPI application: the API, the page and its static files, over a Translator or
-    a list of Translators of different directions (the first is the default direction),
-    behind :class:`~minitrans.server_guard.RequestGuard` (keys and body limits on every route)."""
-    from contextlib import asynccontextmanager
+class Service:
+    """What every route shares: the translators by direction (the first is the default), their
+    model cards (``/v1/models``), the settings and, while the app runs, one batching worker per
+    direction, started and stopped by the app's lifespan."""
 
-    from fastapi import FastAPI, HTTPException, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import HTMLResponse, JSONResponse
-    from fastapi.staticfiles import StaticFiles
+    def __init__(self, translators, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.models = by_direction(translators)
+        self.directions = list(self.models)
+        self.infos = {pair: model_info(t, t.meta) for pair, t in self.models.items()}
+        self.workers: dict[tuple[str, str], BatchingWorker] | None = None  # None: not started yet
 
-    from minitrans import libretranslate
-    from minitrans.api_schema import ERROR_RESPONSES, request_model, response_models
-    from minitrans.server_guard import RequestGuard, quiet_repeats
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app):
+        from minitrans.server_guard import quiet_repeats
 
-    settings = settings or ServerSettings()
-    models = by_direction(translators)
-    directions = list(models)
-    infos = {pair: model_info(t, t.meta) for pair, t in models.items()}
-    state: dict[str, Any] = {}
-    TranslateRequest = request_model(settings, directions)
-    TranslateResponse = response_models()
-    served = ", ".join(f"{languages.name(s)}→{languages.name(t)}" for s, t in directions)
-
-    @asynccontextmanager
-    async def lifespan(app):
         quiet_repeats(asyncio.get_running_loop())
-        state["workers"] = {pair: BatchingWorker(t, settings) for pair, t in models.items()}
+        self.workers = {pair: BatchingWorker(t, self.settings) for pair, t in self.models.items()}
         try:
             yield
         finally:  # graceful shutdown: queued and decoding requests finish first
             loop = asyncio.get_running_loop()
-            await asyncio.gather(*(loop.run_in_executor(None, w.stop) for w in state["workers"].values()))
+            await asyncio.gather(*(loop.run_in_executor(None, w.stop) for w in self.workers.values()))
 
-    app = FastAPI(title="minitrans", version=__version__, lifespan=lifespan,
-                  docs_url=None, redoc_url=None,  # their pages load assets from a CDN
-                  description=f"{served} translation with a Transformer built from its parts.")
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request, exc: RequestValidationError):
-        # FastAPI's default echoes the offending input, which fails to encode when it is NaN or
-        # huge; the field and the reason are what a client needs.
-        detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-                  for e in exc.errors()]
-        return JSONResponse({"detail": detail}, status_code=422)
-
-    static = resources.files("minitrans") / "static"
-    app.mount("/static", StaticFiles(directory=str(static)), name="static")
-
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    def index() -> str:
-        return (static / "index.html").read_text(encoding="utf-8")
-
-    @app.get("/health")
-    def health():
-        workers = state.get("workers")
-        if workers is None:
-            return JSONResponse({"status": "starting"}, status_code=503)
-        return {"status": "ok", "pending_sentences": sum(w.pending for w in workers.values())}
-
-    @app.get("/v1/model")
-    def model() -> dict[str, Any]:
-        """The default direction's model."""
-        return infos[directions[0]]
-
-    @app.get("/v1/models")
-    def all_models() -> dict[str, Any]:
-        """Every served model, one per direction, the default first."""
-        return {"models": list(infos.values())}
-
-    async def run_job(texts: list[str], key: DecodeKey, request, pair: tuple[str, str], weight: int,
+    async def run_job(self, texts: list[str], key: DecodeKey, request, pair: tuple[str, str], weight: int,
                       deadline: float | None = None) -> tuple[list[Translation], int]:
         """Texts through the batching worker of direction ``pair``: ``(translations,
         batched_with)``, or the HTTPException of a full queue (503), a timeout (504, at
         ``deadline`` on the loop's clock: one per request, however many jobs it makes) or a
         client gone (499)."""
-        worker: BatchingWorker = state["workers"][pair]
+        from fastapi import HTTPException
+
+        worker = self.workers[pair]
         try:
             job = worker.submit(texts, key, asyncio.get_running_loop(), weight)
         except QueueFull:
             raise HTTPException(503, f"the server is busy ({worker.pending} sentences queued; max_queue "
-                                     f"{settings.max_queue}); retry shortly.", headers={"Retry-After": "1"}) from None
+                                     f"{self.settings.max_queue}); retry shortly.",
+                                headers={"Retry-After": "1"}) from None
         loop = asyncio.get_running_loop()
-        outcome = await _answer(job, request, settings.timeout_s,
-                                (deadline if deadline is not None else loop.time() + settings.timeout_s) - loop.time())
+        timeout_s = self.settings.timeout_s
+        outcome = await _answer(job, request, timeout_s,
+                                (deadline if deadline is not None else loop.time() + timeout_s) - loop.time())
         if outcome is None:  # the client went away: nobody reads this
             raise HTTPException(499, "client closed the request")
         return outcome
 
-    async def decode(texts: list[str], beam: int, nbest: int, request, pair: tuple[str, str], weight: int,
+    async def decode(self, texts: list[str], beam: int, nbest: int, request, pair: tuple[str, str], weight: int,
                      deadline: float | None = None) -> list[Translation]:
-        """:func:`run_job` for LibreTranslate's routes, in their error shape."""
+        """:meth:`run_job` for LibreTranslate's routes, in their error shape."""
+        from fastapi import HTTPException
+
+        from minitrans import libretranslate
+
+        key = DecodeKey(beam, self.settings.alpha, nbest)
         try:
-            return (await run_job(texts, DecodeKey(beam, settings.alpha, nbest), request, pair, weight, deadline))[0]
+            return (await self.run_job(texts, key, request, pair, weight, deadline))[0]
         except HTTPException as err:
             raise libretranslate.LibreTranslateError(err.status_code, str(err.detail), err.headers) from None
 
-    libretranslate.add_routes(app, directions, settings, decode)
+
+def create_app(translators, settings: ServerSettings | None = None):
+    """The FastAPI application: the API, the page and its static files, over a Translator or
+    a list of Translators of different directions (the first is the default direction),
+    behind :class:`~minitrans.server_guard.RequestGuard` (keys and body limits on every route)."""
+    from fastapi import FastAPI
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.staticfiles import StaticFiles
+
+    from minitrans import libretranslate
+    from minitrans.server_guard import RequestGuard
+
+    settings = settings or ServerSettings()
+    service = Service(translators, settings)
+    served = ", ".join(f"{languages.name(s)}→{languages.name(t)}" for s, t in service.directions)
+    app = FastAPI(title="minitrans", version=__version__, lifespan=service.lifespan,
+                  docs_url=None, redoc_url=None,  # their pages load assets from a CDN
+                  description=f"{served} translation with a Transformer built from its parts.")
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    static = resources.files("minitrans") / "static"
+    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+    _add_page_and_model_routes(app, service, static)
+    libretranslate.add_routes(app, service.directions, settings, service.decode)
     # The guard wraps every route: none runs before its checks. CORS, added after it, wraps it in
     # turn, so that a browser can read the guard's answers and preflights need no key.
     app.add_middleware(RequestGuard, settings=settings, key_in_body=libretranslate.KEY_IN_BODY)
@@ -195,6 +181,54 @@ def create_app(translators, settings: ServerSettings | None = None):
 
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
                            allow_headers=["*"])
+    _add_translate_route(app, service)
+    return app
+
+
+async def _invalid_request(request, exc):
+    """422 naming each field and reason. FastAPI's default echoes the offending input, which fails
+    to encode when it is NaN or huge; the field and the reason are what a client needs."""
+    from fastapi.responses import JSONResponse
+
+    detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+              for e in exc.errors()]
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+def _add_page_and_model_routes(app, service: Service, static) -> None:
+    """``/`` (the page), ``/health``, ``/v1/model`` and ``/v1/models``."""
+    from fastapi.responses import HTMLResponse, JSONResponse
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def index() -> str:
+        return (static / "index.html").read_text(encoding="utf-8")
+
+    @app.get("/health")
+    def health():
+        if service.workers is None:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        return {"status": "ok", "pending_sentences": sum(w.pending for w in service.workers.values())}
+
+    @app.get("/v1/model")
+    def model() -> dict[str, Any]:
+        """The default direction's model."""
+        return service.infos[service.directions[0]]
+
+    @app.get("/v1/models")
+    def all_models() -> dict[str, Any]:
+        """Every served model, one per direction, the default first."""
+        return {"models": list(service.infos.values())}
+
+
+def _add_translate_route(app, service: Service) -> None:
+    """``POST /v1/translate``, its request model made for this server's limits and directions."""
+    from fastapi import HTTPException, Request
+
+    from minitrans.api_schema import ERROR_RESPONSES, request_model, response_models
+
+    settings = service.settings
+    TranslateRequest = request_model(settings, service.directions)
+    TranslateResponse = response_models()
 
     @app.post("/v1/translate", response_model=TranslateResponse, response_model_exclude_unset=True,
               responses=ERROR_RESPONSES)
@@ -207,13 +241,11 @@ def create_app(translators, settings: ServerSettings | None = None):
         except server_limits.LimitExceeded as err:
             raise HTTPException(413, str(err)) from None
         if body.attention:
-            check_attention(models[pair], infos[pair], texts, body.split, pair[0], settings)
+            check_attention(service.models[pair], service.infos[pair], texts, body.split, pair[0], settings)
         key = DecodeKey(body.beam, body.alpha, body.nbest, body.attention, body.split)
-        results, batched_with = await run_job(texts, key, request, pair, weight)
+        results, batched_with = await service.run_job(texts, key, request, pair, weight)
         return {"translations": [_translation_json(t, body.attention) for t in results], "batched_with": batched_with,
                 "latency_ms": round(1000 * (time.perf_counter() - started), 1)}
-
-    return app
 
 
 def check_attention(translator: Translator, info: dict, texts: list[str], split: bool, lang: str,
