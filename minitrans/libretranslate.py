@@ -134,39 +134,61 @@ async def parameters(request) -> dict[str, Any]:
     return params
 
 
+#: What the routes may answer besides 200, as ``/openapi.json`` declares it.
+ERRORS = {400: {"description": "bad input, over the character limit, or no API key when keys are configured: "
+                               "{\"error\": \"...\"}"},
+          403: {"description": "a wrong API key (when keys are configured)"},
+          408: {"description": "the request body did not arrive in time"},
+          413: {"description": "over a limit counted in sentences (max_sentences, max_chars per sentence, "
+                               "max_queue), or a body over its size limit"},
+          503: {"description": "the queue is full; retry after Retry-After seconds"},
+          504: {"description": "no answer within the server's timeout"}}
+
+
 def add_routes(app, directions: list[tuple[str, str]], settings: ServerSettings, decode: Decode) -> None:
     """Register the LibreTranslate routes on ``app`` for the served ``directions``
     (``(source, target)`` pairs, one model each), with ``settings``' limits and beam."""
+    api = Api(directions, settings, decode)
+    body = request_body(api.sources, api.targets, settings.max_request_chars, settings.max_sentences)
+    detect_body = request_body(api.sources, api.targets, settings.max_request_chars, settings.max_sentences, False)
+    app.post("/translate", responses=ERRORS, tags=["LibreTranslate"],
+             openapi_extra={"requestBody": body})(_answer(api.translate))
+    app.get("/languages", tags=["LibreTranslate"])(_answer(api.languages))
+    app.post("/detect", responses=ERRORS, tags=["LibreTranslate"],
+             openapi_extra={"requestBody": detect_body})(_answer(api.detect_route))
+    app.get("/frontend/settings", tags=["LibreTranslate"])(_answer(api.frontend_settings))
+
+
+def _answer(handler):
+    """A route of ``handler(request)``: its LibreTranslateError becomes LibreTranslate's
+    ``{"error": ...}`` answer with the error's status and headers."""
     from fastapi import Request
     from fastapi.responses import JSONResponse
 
-    from minitrans.formats import translate_document
+    async def run(request: Request):
+        try:
+            return await handler(request)
+        except LibreTranslateError as err:
+            return JSONResponse({"error": err.message}, status_code=err.status, headers=err.headers)
+    run.__name__, run.__doc__ = handler.__name__, handler.__doc__
+    run.__annotations__ = {"request": Request}  # the class itself: FastAPI reads it to pass the request
+    return run
 
-    char_limit, max_texts, default_beam = settings.max_request_chars, settings.max_sentences, settings.beam
-    known = tuple(sorted({lang for pair in directions for lang in pair}))
-    sources = sorted({s for s, _ in directions})
-    targets = sorted({t for _, t in directions})
-    served = ", ".join(f"{s} to {t}" for s, t in directions)
-    errors = {400: {"description": "bad input, over the character limit, or no API key when keys are configured: "
-                                   "{\"error\": \"...\"}"},
-              403: {"description": "a wrong API key (when keys are configured)"},
-              408: {"description": "the request body did not arrive in time"},
-              413: {"description": "over a limit counted in sentences (max_sentences, max_chars per sentence, "
-                                   "max_queue), or a body over its size limit"},
-              503: {"description": "the queue is full; retry after Retry-After seconds"},
-              504: {"description": "no answer within the server's timeout"}}
 
-    def answer(handler):
-        async def run(request: Request):
-            try:
-                return await handler(request)
-            except LibreTranslateError as err:
-                return JSONResponse({"error": err.message}, status_code=err.status, headers=err.headers)
-        run.__name__, run.__doc__ = handler.__name__, handler.__doc__
-        run.__annotations__ = {"request": Request}  # the class itself: FastAPI reads it to pass the request
-        return run
+class Api:
+    """LibreTranslate's routes over the served ``directions``: what they share (the languages,
+    the settings' limits and beam, the batching worker's ``decode``) and one method per route."""
 
-    def texts_of(params: dict[str, Any]) -> tuple[list[str], bool]:
+    def __init__(self, directions: list[tuple[str, str]], settings: ServerSettings, decode: Decode) -> None:
+        self.directions, self.settings, self.decode = directions, settings, decode
+        self.known = tuple(sorted({lang for pair in directions for lang in pair}))
+        self.sources = sorted({s for s, _ in directions})
+        self.targets = sorted({t for _, t in directions})
+        self.served = ", ".join(f"{s} to {t}" for s, t in directions)
+
+    # -- the request's parts, each checked with LibreTranslate's 400 ---------------------------
+    def texts_of(self, params: dict[str, Any]) -> tuple[list[str], bool]:
+        """``(texts, whether q was one string)`` of the request's ``q``."""
         q = params.get("q")
         if q is None or q == "":
             raise LibreTranslateError(400, "Invalid request: missing q parameter")
@@ -174,6 +196,7 @@ def add_routes(app, directions: list[tuple[str, str]], settings: ServerSettings,
         texts = [q] if single else q
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             raise LibreTranslateError(400, "Invalid request: q must be a string or a list of strings")
+        max_texts, char_limit = self.settings.max_sentences, self.settings.max_request_chars
         if len(texts) > max_texts:
             raise LibreTranslateError(400, f"Invalid request: {len(texts)} texts; the limit is {max_texts} "
                                            "(max_sentences)")
@@ -185,60 +208,72 @@ def add_routes(app, directions: list[tuple[str, str]], settings: ServerSettings,
                 raise LibreTranslateError(400, "Invalid request: q holds an unpaired surrogate (invalid Unicode)")
         return texts, single
 
-    def limit_error(err: LimitExceeded) -> LibreTranslateError:
-        # Over a limit no JSON Schema can state (sentences after splitting): the request as it is
-        # can never be answered, so 413 as on /v1 (LibreTranslate's own character limit stays 400).
-        return LibreTranslateError(413, f"Invalid request: {err}")
-
-    @app.post("/translate", responses=errors, tags=["LibreTranslate"],
-              openapi_extra={"requestBody": request_body(sources, targets, char_limit, max_texts)})
-    @answer
-    async def translate(request: Request):
-        """LibreTranslate's translate: q, source (or auto), target, format, alternatives, api_key."""
-        params = await parameters(request)
-        texts, single = texts_of(params)
-        src, tgt = str(params.get("source", "")).lower(), str(params.get("target", "")).lower()
+    @staticmethod
+    def format_of(params: dict[str, Any]) -> str:
         fmt = str(params.get("format", "text")).lower()
         if fmt not in ("text", "html"):
             raise LibreTranslateError(400, f"Invalid request: format {fmt!r}; use text or html")
+        return fmt
+
+    @staticmethod
+    def alternatives_of(params: dict[str, Any]) -> int:
         try:
             alternatives = int(params.get("alternatives", 0) or 0)
         except (TypeError, ValueError):
             raise LibreTranslateError(400, "Invalid request: alternatives must be a whole number") from None
         if not 0 <= alternatives <= MAX_ALTERNATIVES:
             raise LibreTranslateError(400, f"Invalid request: alternatives must be between 0 and {MAX_ALTERNATIVES}")
+        return alternatives
+
+    def direction_of(self, params: dict[str, Any], texts: list[str]) -> tuple[tuple[str, str], list | None]:
+        """``((source, target), the detected languages or None)``: ``source`` may be ``auto``."""
+        src, tgt = str(params.get("source", "")).lower(), str(params.get("target", "")).lower()
         detected = None
         if src == "auto":
-            detected = [detect(t, known)[0] for t in texts]
+            detected = [detect(t, self.known)[0] for t in texts]
             found = sorted({d["language"] for d in detected})
             if len(found) > 1:
                 raise LibreTranslateError(400, f"the texts are in different languages ({', '.join(found)}); send "
                                                "one request per source language")
-            src = found[0] if found else sources[0]
-            if (src, tgt) not in directions:
-                raise LibreTranslateError(400, f"{name(src)} ({src}) was detected; this server translates {served}")
-        elif src not in sources:
-            raise LibreTranslateError(400, f"{src or 'source'} is not supported: this server translates {served} "
-                                           f"(source={' or '.join(sources)} or auto)")
-        if (src, tgt) not in directions:
+            src = found[0] if found else self.sources[0]
+            if (src, tgt) not in self.directions:
+                raise LibreTranslateError(400, f"{name(src)} ({src}) was detected; this server translates "
+                                               f"{self.served}")
+        elif src not in self.sources:
+            raise LibreTranslateError(400, f"{src or 'source'} is not supported: this server translates {self.served} "
+                                           f"(source={' or '.join(self.sources)} or auto)")
+        if (src, tgt) not in self.directions:
             raise LibreTranslateError(400, f"{tgt or 'target'} is not supported as a target for {src}: this server "
-                                           f"translates {served}")
-        pair = (src, tgt)
+                                           f"translates {self.served}")
+        return (src, tgt), detected
+
+    @staticmethod
+    def limit_error(err: LimitExceeded) -> LibreTranslateError:
+        # Over a limit no JSON Schema can state (sentences after splitting): the request as it is
+        # can never be answered, so 413 as on /v1 (LibreTranslate's own character limit stays 400).
+        return LibreTranslateError(413, f"Invalid request: {err}")
+
+    # -- the routes --------------------------------------------------------------------------
+    async def translate(self, request):
+        """LibreTranslate's translate: q, source (or auto), target, format, alternatives, api_key."""
+        params = await parameters(request)
+        texts, single = self.texts_of(params)
+        fmt, alternatives = self.format_of(params), self.alternatives_of(params)
+        pair, detected = self.direction_of(params, texts)
         nbest = alternatives + 1
-        beam = max(default_beam, nbest)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + settings.timeout_s  # one for the whole request
+        beam = max(self.settings.beam, nbest)
+        deadline = asyncio.get_running_loop().time() + self.settings.timeout_s  # one for the whole request
         if fmt == "html":
             counted = [0]  # the request's pages count together
-            out = await asyncio.gather(*(translate_page(text, beam, request, pair, deadline, counted)
+            out = await asyncio.gather(*(self.translate_page(text, beam, request, pair, deadline, counted)
                                          for text in texts))
             alts: list[list[str]] = [[] for _ in texts]
         else:
             try:
-                weight = count(texts, settings, src)
+                weight = count(texts, self.settings, pair[0])
             except LimitExceeded as err:
-                raise limit_error(err) from None
-            results = await decode(texts, beam, nbest, request, pair, weight, deadline)
+                raise self.limit_error(err) from None
+            results = await self.decode(texts, beam, nbest, request, pair, weight, deadline)
             out = [r.text for r in results]
             alts = [[text for text, _ in r.nbest[1:nbest]] for r in results]
         body: dict[str, Any] = {"translatedText": out[0] if single else out}
@@ -248,19 +283,21 @@ def add_routes(app, directions: list[tuple[str, str]], settings: ServerSettings,
             body["detectedLanguage"] = detected[0] if single else detected
         return body
 
-    async def translate_page(page: str, beam: int, request, pair: tuple[str, str], deadline: float,
+    async def translate_page(self, page: str, beam: int, request, pair: tuple[str, str], deadline: float,
                              counted: list[int]) -> str:
         """One ``format=html`` text: its sentences and attribute texts counted against the
         limits (``counted``: the request's so far), translated in one job, the markup kept; a
         page that cannot be read is 400."""
+        from minitrans.formats import translate_document
+
         loop = asyncio.get_running_loop()
 
         def translate_texts(pieces: list[str]) -> list[str]:  # called from the thread below
             try:
-                counted[0] = check_pieces(pieces, settings, counted[0])
+                counted[0] = check_pieces(pieces, self.settings, counted[0])
             except LimitExceeded as err:
-                raise limit_error(err) from None
-            job = decode(pieces, beam, 1, request, pair, len(pieces), deadline)
+                raise self.limit_error(err) from None
+            job = self.decode(pieces, beam, 1, request, pair, len(pieces), deadline)
             return [r.text for r in asyncio.run_coroutine_threadsafe(job, loop).result()]
 
         try:
@@ -268,31 +305,24 @@ def add_routes(app, directions: list[tuple[str, str]], settings: ServerSettings,
         except MinitransError as err:  # a page the HTML reader refuses, in one line
             raise LibreTranslateError(400, f"Invalid request: {' '.join(str(err).split())}") from None
 
-    @app.get("/languages", tags=["LibreTranslate"])
-    @answer
-    async def languages(request: Request):
+    async def languages(self, request):
         """The languages this server knows, each with the targets it translates it into."""
-        return [{"code": lang, "name": name(lang), "targets": [t for s, t in directions if s == lang]}
-                for lang in sorted(known, key=lambda lang: (lang not in sources, lang))]
+        return [{"code": lang, "name": name(lang), "targets": [t for s, t in self.directions if s == lang]}
+                for lang in sorted(self.known, key=lambda lang: (lang not in self.sources, lang))]
 
-    @app.post("/detect", responses=errors, tags=["LibreTranslate"],
-              openapi_extra={"requestBody": request_body(sources, targets, char_limit, max_texts, False)})
-    @answer
-    async def detect_route(request: Request):
+    async def detect_route(self, request):
         """The language of q among those this server knows, with a confidence in percent."""
         params = await parameters(request)
-        texts, single = texts_of(params)
-        found = [detect(text, known) for text in texts]
+        texts, single = self.texts_of(params)
+        found = [detect(text, self.known) for text in texts]
         return found[0] if single else found
 
-    @app.get("/frontend/settings", tags=["LibreTranslate"])
-    @answer
-    async def frontend_settings(request: Request):
+    async def frontend_settings(self, request):
         """What LibreTranslate's front ends read before they show their page (the default direction)."""
-        source, target = directions[0]
-        keys = bool(settings.api_keys)
-        return {"charLimit": char_limit, "frontendTimeout": 500, "apiKeys": keys, "keyRequired": keys,
-                "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+        source, target = self.directions[0]
+        keys = bool(self.settings.api_keys)
+        return {"charLimit": self.settings.max_request_chars, "frontendTimeout": 500, "apiKeys": keys,
+                "keyRequired": keys, "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
                 "language": {"source": {"code": source, "name": name(source)},
                              "target": {"code": target, "name": name(target)}}}
 
