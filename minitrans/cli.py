@@ -183,6 +183,14 @@ def resolve_model_args(args: argparse.Namespace) -> None:
         raise UsageError("the following arguments are required: -o/--output (see `minitrans export --help`)")
 
 
+def call_handler(handler, args: argparse.Namespace):
+    """Run a command's handler (:mod:`minitrans.commands`) with the parsed values its parameters
+    name: each handler is a function of typed arguments, not of the namespace."""
+    import inspect
+
+    return handler(**{name: getattr(args, name) for name in inspect.signature(handler).parameters})
+
+
 def build_parser() -> argparse.ArgumentParser:
     from minitrans.ctranslate2_export import QUANTIZATIONS
     from minitrans.engines import EXPORT_FORMATS
@@ -482,7 +490,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.print_help()
             raise SystemExit(2)
         resolve_model_args(args)
-        args.func(args)
+        call_handler(args.func, args)
     except MinitransError as err:
         if debug:
             raise

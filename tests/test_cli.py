@@ -338,16 +338,12 @@ def test_contract_broken_pipe_exits_quietly(tmp_path, trained_checkpoint):
 
 @pytest.mark.hostile
 def test_contract_a_file_is_translated_in_chunks():
-    import argparse
-
     from minitrans import commands
 
-    a = argparse.Namespace(sentences=[], input=None)
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"chunks{os.getpid()}.txt"
     path.write_text("x\n" * (2 * commands.CHUNK_LINES + 5))
     try:
-        a.input = str(path)
-        chunks = list(commands._lines(a))
+        chunks = list(commands._lines([], str(path)))
     finally:
         path.unlink()
     assert [first for first, _ in chunks] == [1, commands.CHUNK_LINES + 1, 2 * commands.CHUNK_LINES + 1]
@@ -397,3 +393,27 @@ def test_contract_evaluate_takes_checkpoints_either_way(capsys, tmp_path, traine
                              "--beam", "1", "-o", tmp_path / "eval")
         assert code == 0, err
         assert out.count(str(trained_checkpoint)) == 1 and out.count(str(other)) == 1, out
+
+
+def test_every_handler_takes_its_commands_flags_by_name():
+    """Each command's handler is a function of typed arguments named as its flags' destinations
+    (minitrans.cli.call_handler passes them): every flag is read, and nothing else is asked."""
+    import argparse
+    import inspect
+
+    from minitrans.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    checked = 0
+    for name, sub in commands.items():
+        handler = sub.get_default("func")
+        if handler is None or name in ("train", "fit", "validate", "test"):  # Lightning's own parser
+            continue
+        dests = {a.dest for a in sub._actions} - {"help", "old_positional"}  # old positionals: resolve_model_args
+        params = set(inspect.signature(handler).parameters)
+        extra = {"overrides"} if name == "prepare" else set()  # prepare's unknown flags: config overrides
+        assert params == dests | extra, (name, sorted(params ^ (dests | extra)))
+        assert all(p.annotation is not inspect.Parameter.empty for p in inspect.signature(handler).parameters.values())
+        checked += 1
+    assert checked == 10
