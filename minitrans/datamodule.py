@@ -25,10 +25,10 @@ from minitrans import datacache
 from minitrans.corpus import data_dir_for
 from minitrans.batching import ArrowPairDataset, PairDataset, SampledPairDataset, TokenBatchSampler, collate
 from minitrans.errors import DataError
-from minitrans.stream import numeric_column, spm_sample
+from minitrans.stream import numeric_column
 from minitrans import languages
-from minitrans.sources import for_direction, load_corpus, source_files
-from minitrans.mixture import CorpusSpec, check_specs, decontaminate, epoch_rows, probabilities
+from minitrans.sources import source_files
+from minitrans.mixture import CorpusSpec, check_specs, epoch_rows, probabilities
 from minitrans.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -38,25 +38,6 @@ def _lengths(ds: datasets.Dataset) -> np.ndarray:
     """Padded cost of each example (the longer side + 1, as :meth:`PairDataset.lengths`), read
     from the length columns: the token ids stay on disk."""
     return np.maximum(numeric_column(ds, "src_len"), numeric_column(ds, "tgt_len")) + 1
-
-
-def _column(ds: datasets.Dataset, name: str) -> list:
-    """One column as a plain Python list (fast to index on the training path)."""
-    return ds.select_columns([name]).to_dict()[name]
-
-
-class MixtureReport:
-    """What cleaning did to each component of a mixture, and the sampling probabilities."""
-
-    def __init__(self, parts: dict[str, Any], probs: dict[str, float]) -> None:
-        self.parts, self.probs = parts, probs
-
-    def to_dict(self) -> dict:
-        return {name: {"sampling_probability": round(self.probs[name], 4), "cleaning": str(part)}
-                for name, part in self.parts.items()}
-
-    def __str__(self) -> str:
-        return "; ".join(f"{name} (p={self.probs[name]:.3f}): {part}" for name, part in self.parts.items())
 
 
 def read_tokenizer(path: str | os.PathLike) -> Tokenizer:
@@ -231,11 +212,7 @@ class TranslationDataModule(L.LightningDataModule):
         return [CorpusSpec("", h.dataset, files=h.files, hub_id=h.hub_id, valid_size=h.valid_size,
                            test_size=h.test_size)]
 
-    @staticmethod
-    def split_key(component: CorpusSpec, split: str) -> str:
-        """The key of a component's split in :attr:`splits`: ``<name>/<split>``, or ``<split>``
-        for an unnamed single corpus."""
-        return f"{component.name}/{split}" if component.name else split
+    split_key = staticmethod(datacache.split_key)
 
     def _source_files(self) -> list[Path]:
         h = self.hparams
@@ -272,78 +249,23 @@ class TranslationDataModule(L.LightningDataModule):
             log.info("Reusing cached data in %s", path)
             return
         log.info("Preparing %s (cache %s)...", self.hparams.dataset, path)
-        if not datacache.build(path, self._fill_cache):
+        plan = self._plan()
+        if not datacache.build(path, lambda folder, scratch: datacache.fill(plan, folder, scratch)):
             log.info("Another process prepared %s at the same time; using its cache.", path)
             return
         done = datacache.read_report(path)
         log.info("Prepared %s in %.1fs: %s", self.hparams.dataset, done["seconds"], done["cleaning"])
 
-    def _fill_cache(self, folder: Path, scratch: Path) -> dict[str, Any]:
-        """The cache's content: every component's splits, cleaned, tokenised and saved, and the
-        SentencePiece model trained on the training text (or the one ``data.tokenizer`` names)."""
+    def _plan(self) -> datacache.Plan:
+        """What this module's cache is built from (:func:`minitrans.datacache.fill`)."""
         h = self.hparams
-        if self.is_mixture:
-            splits, report, spm_text = self._load_mixture(scratch)
-        else:
-            splits, report = self._load_component(self.components[0], scratch)
-            spm_text = spm_sample(splits["train"], h.seed)
-        tokenizer = self.given_tokenizer() or Tokenizer.train(spm_text, h.vocab_size, h.spm_model_type)
-        del spm_text
-        splits = self._for_direction(splits)
-        self._write_splits(splits, report, tokenizer, folder)
-        tokenizer.save(folder / "spm.model")
-        return {"cleaning": str(report), "splits": {n: len(s) for n, s in splits.items()},
-                **({"mixture": report.to_dict()} if isinstance(report, MixtureReport) else {})}
+        return datacache.Plan(tuple(self.components), self.is_mixture, h.data_dir, h.seed, h.temperature, h.vocab_size,
+                              h.spm_model_type, h.max_len, h.hub_streaming, self.languages, self.given_tokenizer())
 
     @property
     def languages(self) -> tuple[str, str]:
         """``(source, target)`` language codes of ``data.direction``."""
         return languages.parse(self.hparams.direction)
-
-    def _for_direction(self, splits: dict[str, datasets.Dataset]) -> dict[str, datasets.Dataset]:
-        """Every component's evaluation splits turned to the direction's source language
-        (:func:`~minitrans.sources.for_direction`); the identity for English→French."""
-        out: dict[str, datasets.Dataset] = {}
-        for c in self.components:
-            mine = {k: v for k, v in splits.items() if not c.name or k.split("/", 1)[0] == c.name}
-            out.update(for_direction(c.dataset, mine, self.languages[0]))
-        return out
-
-    def _load_component(self, c: CorpusSpec, scratch: Path) -> tuple[dict[str, datasets.Dataset], Any]:
-        """One component's splits, keyed as :meth:`split_key` names them, and its cleaning report."""
-        h = self.hparams
-        parts, report = load_corpus(c.dataset, h.data_dir, c.files, c.hub_id, c.valid_size, c.test_size, h.seed,
-                                    build_dir=scratch / c.name if c.name else scratch, hub_streaming=h.hub_streaming)
-        return {self.split_key(c, name): ds for name, ds in parts.items()}, report
-
-    def _write_splits(self, splits: dict[str, datasets.Dataset], report, tokenizer: Tokenizer, folder: Path) -> None:
-        """Tokenise every split (``datasets.map``, batched), drop over-long training pairs
-        (counted in ``report``) and save each split as Arrow under ``folder``."""
-        h = self.hparams
-        source, target = self.languages
-
-        def tokenize(rows: dict) -> dict:
-            src, tgt = tokenizer.encode(rows[source]), tokenizer.encode(rows[target])
-            return {"src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src],
-                    "tgt_len": [len(t) for t in tgt]}
-
-        def short(src_len: list[int], tgt_len: list[int]) -> list[bool]:
-            return [max(a, b) < h.max_len for a, b in zip(src_len, tgt_len)]
-
-        for name, split in splits.items():
-            split = split.map(tokenize, batched=True, batch_size=2000, desc=f"tokenising {name}")
-            if name.rsplit("/", 1)[-1] == "train":
-                before = len(split)
-                split = split.filter(short, input_columns=["src_len", "tgt_len"], batched=True,
-                                     batch_size=10_000, desc="dropping over-long pairs")
-                part = report.parts[name.split("/")[0]] if isinstance(report, MixtureReport) else report
-                if before - len(split):
-                    part.dropped[f"longer than {h.max_len - 1} pieces"] += before - len(split)
-                    part.kept = len(split)
-                if not len(split):
-                    raise DataError(f"No training pair of {name!r} is left after cleaning ({part}): "
-                                    f"check the corpus and data.max_len ({h.max_len}).")
-            split.save_to_disk(str(folder / name))
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokenizer is not None:
@@ -363,30 +285,6 @@ class TranslationDataModule(L.LightningDataModule):
                 raise DataError(f"data.test_split {self.hparams.test_split!r} is not one of "
                                 f"{sorted(k.rsplit('/', 1)[-1] for k in self.splits)}.")
 
-    def _load_mixture(self, build: Path) -> tuple[dict[str, datasets.Dataset], Any, list[str]]:
-        """Every component's splits (``<name>/<split>``), decontaminated training splits,
-        and the SentencePiece training text: one epoch's weighted sample of both sides, so the
-        joint vocabulary serves each corpus by its share of training, not by its raw size."""
-        h = self.hparams
-        splits, reports = {}, []
-        for c in self.corpora:
-            parts, report = self._load_component(c, build)
-            splits.update(parts)
-            reports.append((c.name, report))
-        held_out = [ds for key, ds in splits.items() if not key.endswith("/train")]
-        for (name, report) in reports:
-            kept, dropped = decontaminate(splits[f"{name}/train"], held_out)
-            if dropped:
-                report.dropped["sharing a sentence with an evaluation split"] += dropped
-                report.kept = len(kept)
-            splits[f"{name}/train"] = kept
-        sizes = [len(splits[f"{c.name}/train"]) for c in self.corpora]
-        probs = probabilities(sizes, [c.weight for c in self.corpora], h.temperature)
-        train = datasets.concatenate_datasets([splits[f"{c.name}/train"] for c in self.corpora])
-        sample = train.select(epoch_rows(sizes, probs, h.seed))
-        report = MixtureReport(dict(reports), dict(zip([c.name for c in self.corpora], probs)))
-        return splits, report, _column(sample, "en") + _column(sample, "fr")
-
     @property
     def report(self) -> dict:
         return datacache.read_report(self.cache_path)
@@ -401,15 +299,16 @@ class TranslationDataModule(L.LightningDataModule):
             ds = self.splits[split]
             if limit is not None and limit < len(ds):
                 ds = ds.select(range(limit))
-            refs = _column(ds, "refs") if not split.endswith("train") else None
+            refs = datacache.column(ds, "refs") if not split.endswith("train") else None
             if split == "train" and self.hparams.subword_alpha > 0:
                 self._pairs[key] = SampledPairDataset(
-                    _column(ds, "src_ids"), _column(ds, "tgt_ids"), *(_column(ds, lang) for lang in self.languages),
+                    datacache.column(ds, "src_ids"), datacache.column(ds, "tgt_ids"),
+                    *(datacache.column(ds, lang) for lang in self.languages),
                     self.tokenizer, self.hparams.subword_alpha, self.hparams.max_len - 1)
             elif split == "train":
                 self._pairs[key] = ArrowPairDataset(ds)
             else:
-                self._pairs[key] = PairDataset(_column(ds, "src_ids"), _column(ds, "tgt_ids"), refs)
+                self._pairs[key] = PairDataset(datacache.column(ds, "src_ids"), datacache.column(ds, "tgt_ids"), refs)
         return self._pairs[key]
 
     def train_sampler(self) -> TokenBatchSampler:
@@ -493,7 +392,8 @@ class TranslationDataModule(L.LightningDataModule):
                 row[f"{side}_mean"] = round(float(lens.mean()), 1) if len(lens) else 0
                 row[f"{side}_p95"] = int(lens[int(0.95 * (len(lens) - 1))]) if len(lens) else 0
             out["splits"][name] = row
-        text = [t for _, key in self.eval_sets("valid") for col in ("en", "fr") for t in _column(self.splits[key], col)]
+        text = [t for _, key in self.eval_sets("valid") for col in ("en", "fr")
+                for t in datacache.column(self.splits[key], col)]
         out["byte_fallback_rate_valid"] = round(self.tokenizer.byte_fallback_rate(text), 5)
         if self.is_mixture:
             out["mixture"] = {c.name: {"train_pairs": n, "sampling_probability": round(p, 4)}
