@@ -52,7 +52,6 @@ export async function greedy(model, srcIds, { maxLenA, maxLenB, maxLen }) {
     tokens.push(best);
     last = best;
   }
-  model.release?.(state);
   return [{ tokens, score: logprob, logprob }];
 }
 
@@ -108,7 +107,6 @@ export async function beam(model, srcIds, { beam: k, alpha, nbest = 1, maxLenA, 
     state = model.reorder(state, origins);
     rows = order.length;
   }
-  model.release?.(state);
   const ranked = finished.map((h, i) => [h, i]).sort((a, b) => b[0].score - a[0].score || a[1] - b[1]);
   return ranked.slice(0, nbest).map(([h]) => h);
 }
@@ -123,6 +121,5 @@ export async function crossAttention(model, srcIds, tokens) {
     state = out.state;
     steps.push(out.attention); // [layer][head][S] of row 0
   }
-  model.release?.(state);
   return steps[0].map((_, l) => steps[0][l].map((_, h) => steps.map((step) => step[l][h])));
 }
