@@ -4,10 +4,11 @@ A 10-minute recipe makes 600 steps on a laptop CPU without bf16 units and 1,800 
 them; the model that learns most in 10 minutes is not the same on both. The recipe names a
 table of candidates (:data:`CANDIDATES`, small to large); before training, :func:`probe` times a
 few real training steps of each (forward, backward, Adam, at the run's precision and batch size)
-and :func:`choose` takes the largest that still makes :data:`MIN_STEPS` steps in the budget. The
-threshold comes from the sweep in docs/results.md ("The 10-minute model by machine",
-``bench/quickstart_sizes.py``). The choice, its reason and the probe's figures are printed
-before training and stored in the checkpoint (``sizing``); ``minitrans evaluate`` reports them.
+and :func:`choose` takes the largest that still makes its own ``min_steps`` in the budget: a
+larger model needs more steps before its capacity pays. The thresholds come from the runs in
+docs/results.md ("The 10-minute model by machine", ``bench/quickstart_sizes.py``). The choice,
+its reason and the probe's figures are printed before training and stored in the checkpoint
+(``sizing``); ``minitrans evaluate`` reports them.
 """
 
 from __future__ import annotations
@@ -31,24 +32,33 @@ class Candidate:
     n_encoder_layers: int
     n_decoder_layers: int
     d_ff: int
+    #: The fewest steps (as the probe estimates them) this model must make in the budget to be
+    #: chosen (the smallest is taken when none makes its own).
+    min_steps: int = 0
 
     def dims(self) -> dict[str, int]:
-        return {k: v for k, v in asdict(self).items() if k != "name"}
+        return {k: v for k, v in asdict(self).items() if k not in ("name", "min_steps")}
 
 
-#: Small to large. ``m`` is the quickstart model of the first releases.
-CANDIDATES = (
-    Candidate("xs", 128, 4, 3, 3, 512),
-    Candidate("s", 192, 4, 3, 3, 768),
-    Candidate("m", 256, 4, 3, 3, 1024),
-    Candidate("l", 384, 6, 4, 4, 1536),
-    Candidate("xl", 512, 8, 6, 6, 2048),
-)
-#: The fewest steps (as the probe estimates them) a candidate must make in the budget to be
-#: chosen: midway between the lowest estimate of a model that was the best choice (s at 1,611)
-#: and the highest of one that was not (m at 1,406, which lost 5.7 Tatoeba BLEU to s), so that
-#: the probe's run-to-run noise flips no choice measured (docs/results.md, "Which model").
+#: ``xs`` and ``s``: midway between the highest estimate at which ``s`` lost to ``xs`` (810, AVX2)
+#: and the lowest at which it won (1,611, AMX), so that the probe's noise (a fifth from run to
+#: run) flips no choice measured.
 MIN_STEPS = 1500
+#: ``m`` and larger: ``m`` has beaten ``s`` in no run. It lost at estimates of 1,386 and 1,406
+#: (1,485 and 1,555 real steps), and the probe read it at 1,883 on a day it made about 1,600 real
+#: steps: reading a fifth high, the probe must promise well over that. Where ``m`` starts to win
+#: is not measured (docs/results.md).
+LARGE_MIN_STEPS = 2500
+
+#: Small to large, each needing at least the steps of the one before. ``m`` is the quickstart
+#: model of the first releases.
+CANDIDATES = (
+    Candidate("xs", 128, 4, 3, 3, 512, MIN_STEPS),
+    Candidate("s", 192, 4, 3, 3, 768, MIN_STEPS),
+    Candidate("m", 256, 4, 3, 3, 1024, LARGE_MIN_STEPS),
+    Candidate("l", 384, 6, 4, 4, 1536, LARGE_MIN_STEPS),
+    Candidate("xl", 512, 8, 6, 6, 2048, LARGE_MIN_STEPS),
+)
 #: The share of a bounded run that validation takes (10 validations of 600 greedy sentences).
 VALIDATION_SHARE = 0.08
 
@@ -96,15 +106,19 @@ def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: 
 
 def probe(budget_seconds: float, vocab_size: int, max_tokens: int, dtype: torch.dtype | None, device: str = "cpu",
           candidates: tuple[Candidate, ...] = CANDIDATES, timer=None) -> dict[str, float]:
-    """Seconds a step for each candidate, small to large, until one would make fewer than
-    :data:`MIN_STEPS` steps in the budget (the larger ones would make fewer still)."""
+    """Seconds a step for each candidate, small to large, until one would make fewer than its
+    ``min_steps`` in the budget (the larger ones would make fewer still, and need as many)."""
     timer = timer or step_seconds
     seconds: dict[str, float] = {}
     for candidate in candidates:
         seconds[candidate.name] = timer(candidate, vocab_size, max_tokens, dtype, device)
-        if expected_steps(budget_seconds, seconds[candidate.name]) < MIN_STEPS:
+        if not fits(candidate, budget_seconds, seconds[candidate.name]):
             break
     return seconds
+
+
+def fits(candidate: Candidate, budget_seconds: float, seconds_per_step: float) -> bool:
+    return expected_steps(budget_seconds, seconds_per_step) >= candidate.min_steps
 
 
 def expected_steps(budget_seconds: float, seconds_per_step: float) -> int:
@@ -113,13 +127,14 @@ def expected_steps(budget_seconds: float, seconds_per_step: float) -> int:
 
 def choose(seconds: dict[str, float], budget_seconds: float,
            candidates: tuple[Candidate, ...] = CANDIDATES) -> tuple[Candidate, str]:
-    """The largest probed candidate that makes :data:`MIN_STEPS` steps in the budget (else the
+    """The largest probed candidate that makes its ``min_steps`` in the budget (else the
     smallest), and a line saying why."""
     probed = [c for c in candidates if c.name in seconds]
-    fitting = [c for c in probed if expected_steps(budget_seconds, seconds[c.name]) >= MIN_STEPS]
+    fitting = [c for c in probed if fits(c, budget_seconds, seconds[c.name])]
     chosen = fitting[-1] if fitting else probed[0]
-    rates = ", ".join(f"{c.name} {expected_steps(budget_seconds, seconds[c.name]):,}" for c in probed)
-    why = (f"the largest that makes {MIN_STEPS:,} steps in {budget_seconds / 60:.0f} minutes here (steps "
-           f"expected: {rates})" if fitting else
-           f"no candidate makes {MIN_STEPS:,} steps in {budget_seconds / 60:.0f} minutes here ({rates}): the smallest")
+    rates = ", ".join(f"{c.name} {expected_steps(budget_seconds, seconds[c.name]):,}"
+                      + f" / {c.min_steps:,}" for c in probed)
+    minutes = f"{budget_seconds / 60:.0f} minutes"
+    why = (f"the largest that makes the steps it needs in {minutes} here (steps expected / needed: {rates})"
+           if fitting else f"no candidate makes the steps it needs in {minutes} here ({rates}): the smallest")
     return chosen, why
