@@ -168,8 +168,8 @@ CACHE_KEYS = {
     "multi30k-small.yaml": "multi30k-01261418a054",
     "multi30k.yaml": "multi30k-01261418a054",
     "paper-base.yaml": "multi30k-01261418a054",
-    "quickstart.yaml": "mixture-8cacabd89d8e",
-    "quickstart-fr-en.yaml": "mixture-640b7147097c",
+    "quickstart.yaml": "mixture-f91945b043f0",  # Tatoeba 0.65 / Multi30k 0.35 since 2026-12-07 (issue #43)
+    "quickstart-fr-en.yaml": "mixture-b07c0c7436ad",
     "tatoeba.yaml": "tatoeba-ec3337850edc",
     "tiny.yaml": "multi30k-54367e32ea5a",
 }
