@@ -91,7 +91,9 @@ class DecodingAttention(MultiHeadAttention):
 
     def _stacked_qkv(self) -> tuple[Tensor, Tensor]:
         """``[W_q; W_k; W_v]`` (3D, D) and their biases, rebuilt only when a weight changes
-        (kept as a plain attribute: never saved)."""
+        (kept as a plain attribute: never saved). A change is seen by the weights' version
+        counters, which a fused optimizer step does not move (torch 2.13's fused AdamW):
+        training calls :func:`refresh` before it decodes."""
         parts = (self.q_proj, self.k_proj, self.v_proj)
         key = tuple((p.data_ptr(), p._version) for m in parts for p in (m.weight, m.bias))
         stacked = self.__dict__.get("_stacked")
@@ -121,6 +123,14 @@ def for_decoding(model: nn.Module) -> nn.Module:
         if type(module) is MultiHeadAttention:
             module.__class__ = DecodingAttention
     return model
+
+
+def refresh(model: nn.Module) -> None:
+    """Forget what the decoder's speed-ups derived from the weights (the stacked Q/K/V), so the
+    next decoding rebuilds it from the weights of now. Training calls it before each validation:
+    its fused optimizer updates the weights without moving their version counters."""
+    for module in model.modules():
+        module.__dict__.pop("_stacked", None)
 
 
 def projection(model: nn.Module, vocab: Tensor) -> Callable[[Tensor], Tensor]:

@@ -75,9 +75,11 @@ def by_name(name: str) -> Candidate:
 def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: torch.dtype | None,
                  device: str = "cpu", steps: int = 2) -> float:
     """Seconds one training step of ``candidate`` takes here: a batch of ``max_tokens`` target
-    tokens (sentences of 16 pieces), forward, backward and Adam, ``dtype`` autocast (None: fp32);
-    the fastest of ``steps`` after one warm-up step."""
+    tokens (sentences of 16 pieces), forward, backward and Adam as training makes them (the
+    blocked loss of :mod:`minitrans.loss`, fused AdamW), ``dtype`` autocast (None: fp32); the
+    fastest of ``steps`` after one warm-up step."""
     from minitrans.config import ModelConfig
+    from minitrans.loss import projected_smoothed_loss
     from minitrans.transformer import Transformer
 
     generator = torch.Generator().manual_seed(0)
@@ -85,17 +87,18 @@ def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: 
     src = torch.randint(4, vocab_size, (rows, 16), generator=generator).to(device)
     tgt = torch.randint(4, vocab_size, (rows, 17), generator=generator).to(device)
     model = Transformer(ModelConfig(vocab_size=vocab_size, dropout=0.0, **candidate.dims())).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    kind = torch.device(device).type
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=kind in ("cpu", "cuda"))  # as training's
     best = float("inf")
     for i in range(steps + 1):
         if device != "cpu":
             torch.cuda.synchronize()
         started = time.perf_counter()
-        with torch.autocast(torch.device(device).type, dtype=dtype or torch.float32, enabled=dtype is not None):
-            logits = model(src, tgt[:, :-1])
-        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), tgt[:, 1:].flatten())
+        with torch.autocast(kind, dtype=dtype or torch.float32, enabled=dtype is not None):
+            states = model.states(src, tgt[:, :-1]).flatten(0, 1)  # (B*T, D): no padding here
+            loss, _, n = projected_smoothed_loss(states, model.output_weight, tgt[:, 1:].flatten(), 0.1)
         optimizer.zero_grad()
-        loss.backward()
+        (loss / n).backward()
         optimizer.step()
         if device != "cpu":
             torch.cuda.synchronize()

@@ -114,11 +114,23 @@ class Transformer(nn.Module):
             return F.linear(x, self.tgt_embed.weight)
         return self.output_proj(x)
 
+    @property
+    def output_weight(self) -> Tensor:
+        """The (V, D) matrix of the output projection: the target embedding when tied."""
+        return self.tgt_embed.weight if self.output_proj is None else self.output_proj.weight
+
     def forward(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""
         src_mask = padding_mask(src_ids, self.config.pad_id)  # (B, 1, 1, S)
         memory = self.encode(src_ids, src_mask)
         return self.decode(memory, src_mask, tgt_in_ids)
+
+    def states(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
+        """Teacher-forced decoder states (B, T, D), before the output projection: training
+        projects only the positions that count, inside its loss (:mod:`minitrans.loss`)."""
+        src_mask = padding_mask(src_ids, self.config.pad_id)  # (B, 1, 1, S)
+        memory = self.encode(src_ids, src_mask)
+        return self.decode(memory, src_mask, tgt_in_ids, project=_unprojected)
 
     def init_cache(self, capacity: int = 0, beams: int = 1, dtype: torch.dtype | None = None) -> DecoderCache:
         """An empty key/value cache for one incremental-decoding call.
@@ -128,3 +140,8 @@ class Transformer(nn.Module):
         the number format the keys and values are held in (None: the model's).
         """
         return DecoderCache.empty(len(self.decoder.layers), capacity, beams, dtype)
+
+
+def _unprojected(states: Tensor) -> Tensor:
+    """The decoder's states as they are (B, T, D): the projection comes after choosing rows."""
+    return states

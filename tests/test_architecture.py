@@ -217,14 +217,17 @@ def test_pin_training_batches_of_a_mixture(tmp_path):
 
 
 BATCHES = {"single": "ff83e73f306fdeca", "mixture": "8132dc2e980d37d6"}
-#: Taken at b427997 on an AVX-512 CPU (Intel Xeon), before the modules moved (the toy model is
-#: trained in the session, seeded). The kernels of an AVX2-only CPU (AMD EPYC) round the training
-#: differently in the last bits, which flips one near-tie of beam search (sentence 4): its pin was
-#: taken at 2ad9db9 on such a CPU. Keyed by PyTorch's CPU capability.
+#: Keyed by PyTorch's CPU capability (the toy model is trained in the session, seeded): the
+#: kernels of an AVX2-only CPU round the training differently in the last bits, which flips a
+#: near-tie of beam search (sentence 4). First taken at b427997 on an AVX-512 Xeon and at
+#: 2ad9db9 on an AVX2-only EPYC; re-taken when training's loss and optimizer changed (issue #43,
+#: minitrans.loss and fused AdamW: greedy unchanged, two beam lines moved) on an EPYC with
+#: AVX-512-BF16, AVX2 with its kernels capped (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+#: MKL_ENABLE_INSTRUCTIONS=AVX2), which reproduced the real AVX2 EPYC's pin at the commit before.
 GREEDY = '["Le chat mange une pomme.", "Un enfant dessine le vieil arbre près de la rivière.", "Mon ami veut de l\'eau aujourd\'hui.", "Le professeur trouve un petit bateau la nuit.", ""]'
 OUTPUTS = {
-    "AVX512": {"greedy": GREEDY, "beam": '[["Le chat mange une pomme.", "Le chat mangge une pomme."], ["Un enfant dessine le vieil arbre près de la rivière.", "Un enfant desine le vieil arbre près de la rivière."], ["Mon ami veut de l\'eau aujourd\'hui.", "Mon ami veut de l\'eaujourd\'hui."], ["Le professeur trouve un petit batea nuit.", "Le professeur trouve un pau la nuit."], [""]]'},
-    "AVX2": {"greedy": GREEDY, "beam": '[["Le chat mange une pomme.", "Le chat mangge une pomme."], ["Un enfant dessine le vieil arbre près de la rivière.", "Un enfant desine le vieil arbre près de la rivière."], ["Mon ami veut de l\'eau aujourd\'hui.", "Mon ami veut de l\'eaujourd\'hui."], ["Le professeur trouve un petit bateau.", "Le professeur trouve un pau la nuit."], [""]]'},
+    "AVX512": {"greedy": GREEDY, "beam": '[["Le chat mange une pomme.", "Le chat mangge une pomme."], ["Un enfant dessine le vieil arbre près de la rivière.", "Un enfant dessine le vil arbre près de la rivière."], ["Mon ami veut de l\'eau aujourd\'hui.", "Mon ami veut de l\'eaujourd\'hui."], ["Le professeur trouve un petit bateau.", "Le professeur trouve un pau la nuit."], [""]]'},
+    "AVX2": {"greedy": GREEDY, "beam": '[["Le chat mange une pomme.", "Le chat mangge une pomme."], ["Un enfant dessine le vieil arbre près de la rivière.", "Un enfant dessine le vil arbre près de la rivière."], ["Mon ami veut de l\'eau aujourd\'hui.", "Mon ami veut de l\'eaujourd\'hui."], ["Le professeur trouve un petit batea nuit.", "Le professeur trouve un pau la nuit."], [""]]'},
 }
 SOURCES = ["The cat eats an apple.", "A child draws the old tree near the river.", "My friend wants some water today.",
            "The teacher finds a small boat at night.", ""]
