@@ -76,7 +76,7 @@ def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: 
                  device: str = "cpu", steps: int = 2) -> float:
     """Seconds one training step of ``candidate`` takes here: a batch of ``max_tokens`` target
     tokens (sentences of 16 pieces), forward, backward and Adam as training makes them (the
-    blocked loss of :mod:`minitrans.loss`, fused AdamW), ``dtype`` autocast (None: fp32); the
+    blocked loss of :mod:`minitrans.loss`, AdamW fused in fp32), ``dtype`` autocast (None: fp32); the
     fastest of ``steps`` after one warm-up step."""
     from minitrans.config import ModelConfig
     from minitrans.loss import projected_smoothed_loss
@@ -88,7 +88,8 @@ def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: 
     tgt = torch.randint(4, vocab_size, (rows, 17), generator=generator).to(device)
     model = Transformer(ModelConfig(vocab_size=vocab_size, dropout=0.0, **candidate.dims())).to(device)
     kind = torch.device(device).type
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=kind in ("cpu", "cuda"))  # as training's
+    # as training's under the recipes' gradient clipping: fused only without mixed precision
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=kind in ("cpu", "cuda") and dtype is None)
     best = float("inf")
     for i in range(steps + 1):
         if device != "cpu":
