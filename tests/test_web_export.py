@@ -309,7 +309,7 @@ def static_server(exported):
 @needs_chromium
 def test_page_in_chromium(static_server, trained_checkpoint):
     """The page loads, translates 20 sentences as the native engine does, keeps a paragraph whole,
-    draws the heatmap, and int8 scores within 0.3 BLEU of fp32 on 200 sentences, with no request
+    draws the heatmap, and int8 loses at most 0.3 BLEU to fp32 on 200 sentences, with no request
     leaving the page's origin."""
     from playwright.sync_api import sync_playwright
 
@@ -362,7 +362,10 @@ def test_page_in_chromium(static_server, trained_checkpoint):
             scores[folder] = sacrebleu.corpus_bleu(hyps, [[fr for _, fr in pairs]]).score
         browser.close()
     assert outside == []
-    assert abs(scores["int8"] - scores["fp32"]) <= 0.3, scores
+    # int8 loses at most 0.3 BLEU (issue #46's bound). On this near-perfect toy model (BLEU ~99)
+    # one sentence moves the score by ~0.4 either way, and int8 has scored above fp32 too
+    # (99.47 against 99.06 once its training changed): only a loss counts against it.
+    assert scores["int8"] >= scores["fp32"] - 0.3, scores
 
 
 @needs_chromium
