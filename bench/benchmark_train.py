@@ -38,7 +38,8 @@ import torch.nn.functional as F
 
 from minitrans import ModelConfig, Transformer
 from minitrans.datamodule import TranslationDataModule
-from minitrans.loss import projected_smoothed_loss
+from minitrans.loss import BLOCK_ROWS, teacher_forced_loss
+from minitrans.precision import fused_adamw
 
 SETTINGS = {  # name: (bf16 autocast, fused attention, minitrans's training loss and optimizer)
     "fp32 explicit": (False, False, False),
@@ -59,12 +60,15 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--vocab-size", type=int, default=5000)
     parser.add_argument("--max-tokens", type=int, default=2500)
-    parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated subset of: " + ", ".join(SETTINGS))
+    parser.add_argument("--settings", default=",".join(SETTINGS),
+                        help="comma-separated subset of: " + ", ".join(SETTINGS) + " ('fp32 rows@256': blocks of 256)")
     parser.add_argument("--allocator", choices=["default", "tuned"], default="default",
                         help="glibc malloc as it is, or as MINITRANS_MALLOC=tuned sets it (minitrans.runtime)")
     parser.add_argument("--peak", action="store_true", help="report each step's share of fp32 matrix peak")
     parser.add_argument("--interleave", action="store_true",
                         help="run every batch through each setting in turn (the fair comparison on noisy cores)")
+    parser.add_argument("--optimizer", action="store_true",
+                        help="also time one AdamW step of the model alone, foreach against fused (median of 20)")
     parser.add_argument("--profile", action="store_true",
                         help="also print torch.profiler's top operators for each setting")
     args = parser.parse_args()
@@ -85,6 +89,8 @@ def main() -> None:
     if peak:
         print(f"fp32 matrix peak here: {peak:.1f} GFLOP/s (2048 x 2048 products, {torch.get_num_threads()} threads)")
     names = [name.strip() for name in args.settings.split(",")]
+    if args.optimizer:
+        optimizer_steps(args)
     runs = [Setting(name, args) for name in names]
     if args.interleave:  # every batch through every setting in turn, the order rotating
         for i, batch in enumerate(batches):
@@ -112,21 +118,43 @@ def main() -> None:
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=50))
 
 
+def optimizer_steps(args) -> None:
+    """Milliseconds of one AdamW step over the model's parameters (random gradients), foreach
+    against fused, alternated."""
+    model = Transformer(ModelConfig(vocab_size=args.vocab_size, d_model=args.d_model, n_heads=4,
+                                    n_encoder_layers=args.layers, n_decoder_layers=args.layers,
+                                    d_ff=args.d_ff or 4 * args.d_model, dropout=0.0))
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    optimizers = {kind: torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
+                                          **{kind: True}) for kind in ("foreach", "fused")}
+    times: dict[str, list[float]] = {kind: [] for kind in optimizers}
+    for i in range(23):
+        for kind, opt in optimizers.items():
+            t0 = time.perf_counter()
+            opt.step()
+            if i >= 3:
+                times[kind].append(1000 * (time.perf_counter() - t0))
+    print("AdamW step: " + ", ".join(f"{kind} {sorted(t)[len(t) // 2]:.2f} ms" for kind, t in times.items()))
+
+
 class Setting:
     """One setting's fresh model (seed 0), optimizer and timings."""
 
     def __init__(self, name: str, args) -> None:
         self.name = name
-        self.bf16, fused, self.rows = SETTINGS[name]
+        base, _, block = name.partition("@")  # "fp32 rows@256": the loss's block of positions
+        self.block = int(block) if block else BLOCK_ROWS
+        self.bf16, fused, self.rows = SETTINGS[base]
         torch.manual_seed(0)
         cfg = ModelConfig(vocab_size=args.vocab_size, d_model=args.d_model, n_heads=4, n_encoder_layers=args.layers,
                           n_decoder_layers=args.layers, d_ff=args.d_ff or 4 * args.d_model, dropout=args.dropout,
                           fused_attention=fused)
         self.model = Transformer(cfg)
-        # as minitrans trains for the "rows" settings (AdamW fused in fp32; in bf16 the recipes clip
-        # gradients, which Lightning refuses for a fused optimizer under mixed precision); PyTorch's
-        # default (foreach) otherwise
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=(self.rows and not self.bf16) or None)
+        # as minitrans trains (the recipes clip gradients) for the "rows" settings; PyTorch's default
+        # (foreach) otherwise
+        fused_opt = fused_adamw("cpu", mixed=self.bf16, clips_gradients=True) if self.rows else None
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=fused_opt)
         self.tokens = 0
         self.step_s: list[float] = []
         self.cpu = [0.0, 0.0]  # system, user seconds
@@ -135,10 +163,9 @@ class Setting:
         t0, cpu0 = time.perf_counter(), os.times()
         model = self.model
         if self.rows:  # as minitrans trains: padding dropped, the projection inside the blocked loss
-            keep = batch.tgt_out != 0
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
-                states = model.states(batch.src, batch.tgt_in)[keep]
-                summed, _, n = projected_smoothed_loss(states, model.output_weight, batch.tgt_out[keep], 0.1)
+                summed, _, n = teacher_forced_loss(model, batch.src, batch.tgt_in, batch.tgt_out, 0.1,
+                                                   block=self.block)
             loss = summed / n
         else:  # every padded position projected, PyTorch's cross-entropy
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):

@@ -29,6 +29,8 @@ from functools import partial
 import torch
 from torch import Tensor
 
+from minitrans.vocab import PAD_ID
+
 #: Target positions per block: 512 × a 5,000-piece vocabulary is 10 MB in float32, and a large
 #: enough matrix product to run near the CPU's peak (128 to 4,096 measured: docs/speed.md).
 BLOCK_ROWS = 512
@@ -68,8 +70,9 @@ class _ProjectedSmoothedLoss(torch.autograd.Function):
                 p = torch.softmax(z, dim=-1, out=probs[:n])  # (n, V)
                 # log-sum-exp from the largest probability (≥ 1/V, so its log never underflows)
                 lse = z_max - p.gather(1, top.unsqueeze(1)).squeeze(1).log()  # (n,)
-                loss += ((1.0 - epsilon) * (lse - z_gold) + epsilon * (lse - z_mean)).sum()
-                nll += (lse - z_gold).sum()
+                nll_rows = lse - z_gold  # (n,) -log p(gold)
+                loss += ((1.0 - epsilon) * nll_rows + epsilon * (lse - z_mean)).sum()
+                nll += nll_rows.sum()
                 if want_grad:
                     p.sub_(epsilon / vocab)
                     p[torch.arange(n, device=p.device), g] -= 1.0 - epsilon  # dLoss/dz (n, V)
@@ -115,3 +118,21 @@ def projected_smoothed_loss(states: Tensor, weight: Tensor, gold: Tensor, epsilo
     """
     loss, nll = _ProjectedSmoothedLoss.apply(states, weight, gold, float(epsilon), block)
     return loss, nll.detach(), gold.numel()
+
+
+def teacher_forced_loss(model, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, epsilon: float,
+                        pad_id: int = PAD_ID, block: int = BLOCK_ROWS) -> tuple[Tensor, Tensor, int]:
+    """The training loss of a :class:`~minitrans.transformer.Transformer` on one batch: the
+    decoder's states at the target positions that are not padding, projected and scored by
+    :func:`projected_smoothed_loss`. Training, the size probe and the benchmark all call this.
+
+    Args:
+        src: (B, S) source ids; tgt_in: (B, T) decoder input; tgt_out: (B, T) gold ids,
+            ``pad_id`` where padded.
+
+    Returns:
+        ``(summed smoothed loss, summed NLL (no gradient), number of target tokens)``.
+    """
+    rows = tgt_out != pad_id  # (B, T): the positions that count
+    states = model.states(src, tgt_in)[rows]  # (N, D)
+    return projected_smoothed_loss(states, model.output_weight, tgt_out[rows], epsilon, block)

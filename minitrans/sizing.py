@@ -79,7 +79,8 @@ def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: 
     blocked loss of :mod:`minitrans.loss`, AdamW fused in fp32), ``dtype`` autocast (None: fp32); the
     fastest of ``steps`` after one warm-up step."""
     from minitrans.config import ModelConfig
-    from minitrans.loss import projected_smoothed_loss
+    from minitrans.loss import teacher_forced_loss
+    from minitrans.precision import fused_adamw
     from minitrans.transformer import Transformer
 
     generator = torch.Generator().manual_seed(0)
@@ -88,16 +89,15 @@ def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: 
     tgt = torch.randint(4, vocab_size, (rows, 17), generator=generator).to(device)
     model = Transformer(ModelConfig(vocab_size=vocab_size, dropout=0.0, **candidate.dims())).to(device)
     kind = torch.device(device).type
-    # as training's under the recipes' gradient clipping: fused only without mixed precision
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=kind in ("cpu", "cuda") and dtype is None)
+    fused = fused_adamw(kind, mixed=dtype is not None, clips_gradients=True)  # the recipes clip
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
     best = float("inf")
     for i in range(steps + 1):
         if device != "cpu":
             torch.cuda.synchronize()
         started = time.perf_counter()
         with torch.autocast(kind, dtype=dtype or torch.float32, enabled=dtype is not None):
-            states = model.states(src, tgt[:, :-1]).flatten(0, 1)  # (B*T, D): no padding here
-            loss, _, n = projected_smoothed_loss(states, model.output_weight, tgt[:, 1:].flatten(), 0.1)
+            loss, _, n = teacher_forced_loss(model, src, tgt[:, :-1], tgt[:, 1:], 0.1)
         optimizer.zero_grad()
         (loss / n).backward()
         optimizer.step()

@@ -27,8 +27,9 @@ from minitrans.checkpoint import (load_checkpoint, metadata, model_state, save_a
 from minitrans.config import ModelConfig
 from minitrans.errors import ConfigError
 from minitrans.kernels import for_decoding, refresh
-from minitrans.loss import projected_smoothed_loss
+from minitrans.loss import teacher_forced_loss
 from minitrans.metrics import bleu_from_statistics, bleu_statistics
+from minitrans.precision import fused_adamw
 from minitrans.budget import spent
 from minitrans.schedule import budgeted, cosine, inverse_sqrt
 from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, greedy_search
@@ -145,10 +146,8 @@ class TranslationModule(L.LightningModule):
     # -- steps -----------------------------------------------------------------------
     def _losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Summed label-smoothed loss, summed NLL, and the number of target tokens."""
-        rows = batch.tgt_out != self.config.pad_id  # (B, T): the positions that count
-        states = self.model.states(batch.src, batch.tgt_in)[rows]  # (N, D)
-        return projected_smoothed_loss(states, self.model.output_weight, batch.tgt_out[rows],
-                                       self.hparams.label_smoothing)
+        return teacher_forced_loss(self.model, batch.src, batch.tgt_in, batch.tgt_out,
+                                   self.hparams.label_smoothing, self.config.pad_id)
 
     def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
         if self.hparams.get("lr_schedule") == "budget":  # read before this step's scheduler update
@@ -282,16 +281,11 @@ class TranslationModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def _fused_optimizer(self) -> bool:
-        """Fused AdamW (one kernel for every parameter's update: 1.3 against 4.3 ms a step for
-        ``xs`` on a CPU, docs/speed.md) on CPUs and CUDA, except where Lightning refuses it: a
-        mixed-precision run that clips gradients (its plugin cannot clip for an optimizer that
-        would unscale gradients itself, as fused ones do, even in bf16 where nothing is scaled)."""
-        if self.device.type not in ("cpu", "cuda"):
-            return False
         trainer = self._trainer  # None outside a Trainer
         if trainer is None:
-            return True
-        return not ("mixed" in str(trainer.precision) and trainer.gradient_clip_val)
+            return fused_adamw(self.device.type, mixed=False, clips_gradients=False)
+        return fused_adamw(self.device.type, mixed="mixed" in str(trainer.precision),
+                           clips_gradients=bool(trainer.gradient_clip_val))
 
     # -- checkpoints -----------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:

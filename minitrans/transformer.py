@@ -121,9 +121,7 @@ class Transformer(nn.Module):
 
     def forward(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for source (B, S) and shifted target (B, T)."""
-        src_mask = padding_mask(src_ids, self.config.pad_id)  # (B, 1, 1, S)
-        memory = self.encode(src_ids, src_mask)
-        return self.decode(memory, src_mask, tgt_in_ids)
+        return self.project(self.states(src_ids, tgt_in_ids))
 
     def states(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced decoder states (B, T, D), before the output projection: training
