@@ -165,12 +165,18 @@ class CTranslate2Engine:
         self.path, self.config, self.max_tokens = Path(path), config, max_tokens
         threads = threads or torch.get_num_threads()
         self.workers = check_workers(workers) or default_workers(device, threads)
+        ours = torch.get_num_threads()
         try:
             self.translator = ctranslate2.Translator(str(path), device=device, compute_type=compute_type,
                                                      inter_threads=self.workers,
                                                      intra_threads=max(1, threads // self.workers))
         except (RuntimeError, ValueError) as err:
             raise CheckpointError(f"{path}: CTranslate2 cannot load this model: {str(err).splitlines()[0]}") from None
+        finally:
+            # CTranslate2 sets the loading thread's OpenMP count to its intra_threads (1 with two
+            # workers on 2 cores), which PyTorch shares: anything PyTorch did next in this thread
+            # (training, the native engine) ran on one core. Its own workers keep their counts.
+            torch.set_num_threads(ours)
         self.pieces = tokenizer.pieces(range(tokenizer.vocab_size))
         self.ids = {piece: i for i, piece in enumerate(self.pieces)}
         self.device = torch.device(device)

@@ -267,3 +267,18 @@ def test_7_an_export_with_another_models_files_is_one_line(capsys, tmp_path, tra
     assert code == 1 and "model_sha256" in one_line_error(err)
     meta = json.loads((exported / "minitrans.json").read_text())
     assert meta["source_checkpoint"] == trained_checkpoint.name and len(meta["source_checkpoint_sha256"]) == 64
+
+
+def test_loading_ctranslate2_leaves_pytorch_threads_alone(exported):
+    """CTranslate2 sets the loading thread's OpenMP count to its intra_threads (1 for two workers
+    on 2 cores), which PyTorch reads too: a process that evaluated with CTranslate2 and then
+    trained did so on one core (found when a test's evaluate ran before the toy model's training)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        Translator.from_export(exported, workers=2, threads=2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
