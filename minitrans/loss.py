@@ -5,8 +5,9 @@ Written as ``F.cross_entropy(F.linear(states, W), gold, label_smoothing=ε)``, a
 (positions × vocabulary) logits block, a log-softmax of it, a zero-filled gradient for the NLL, a
 log-softmax backward and an add of the two loss branches: five fresh blocks of 50 MB for a
 2,500-token batch and a 5,000-piece vocabulary. glibc hands blocks that large straight back to
-the kernel, so every one of them is faulted in again at each step: on a fp32 CPU step of the ``xs``
-model that chain was a quarter of the step (``bench/benchmark_train.py --profile``: log-softmax
+the kernel, so every one of them is faulted in again at each step: on a fp32 step of the ``xs``
+model (an EPYC with AVX-512-BF16 capped to AVX2) that chain was a quarter of the step
+(``bench/benchmark_train.py --profile``: log-softmax
 backward 9%, forward 5%, ``fill_`` 7%, ``add`` 7%), most of it page faults, not arithmetic.
 
 Here the positions go through in blocks of ``BLOCK_ROWS``, in one set of block buffers (a few MB)

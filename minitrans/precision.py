@@ -134,8 +134,8 @@ def training_precision(precision, accelerator: str | None) -> tuple[object, str 
 
 
 def fused_adamw(device_type: str, mixed: bool, clips_gradients: bool) -> bool:
-    """Whether training's AdamW is fused (one kernel for every parameter's update: 1.3 against
-    4.3 ms a step for ``xs``, EPYC with AVX-512-BF16 capped to AVX2, docs/speed.md): on CPUs and
+    """Whether training's AdamW is fused (one kernel for every parameter's update: 1.9 against
+    5.0 ms a step for ``xs``, EPYC with AVX-512-BF16 capped to AVX2, docs/speed.md): on CPUs and
     CUDA, except in a mixed-precision run that clips gradients, where Lightning's plugin refuses
     a fused optimizer (it cannot clip for one that unscales gradients itself, even in bf16)."""
     return device_type in ("cpu", "cuda") and not (mixed and clips_gradients)
