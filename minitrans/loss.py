@@ -47,6 +47,7 @@ class _ProjectedSmoothedLoss(torch.autograd.Function):
         n_all, vocab = states.size(0), weight.size(0)
         low = states.dtype != torch.float32  # bf16 (or fp16) states under autocast
         w = weight.to(states.dtype)  # (V, D): the states' precision, as F.linear under autocast
+        w_mean = weight.float().mean(dim=0)  # (D,): mean over the vocabulary of z = x Wᵀ is x · mean(W)
         loss = torch.zeros((), dtype=torch.float32, device=states.device)
         nll = torch.zeros((), dtype=torch.float32, device=states.device)
         grad_states = torch.empty_like(states) if want_grad else None  # (N, D)
@@ -65,12 +66,12 @@ class _ProjectedSmoothedLoss(torch.autograd.Function):
                 z = torch.mm(x, w.t(), out=logits[:n])  # (n, V)
                 if low:
                     z = logits32[:n].copy_(z)  # scored in float32
-                z_max, top = z.max(dim=-1)  # (n,)
+                z_max = z.amax(dim=-1)  # (n,)
                 z_gold = z.gather(1, g.unsqueeze(1)).squeeze(1)  # (n,)
-                z_mean = z.mean(dim=-1)  # (n,)
+                z_mean = torch.mv(x.float(), w_mean)  # (n,) = z.mean(-1), without a pass over z
                 p = torch.softmax(z, dim=-1, out=probs[:n])  # (n, V)
                 # log-sum-exp from the largest probability (≥ 1/V, so its log never underflows)
-                lse = z_max - p.gather(1, top.unsqueeze(1)).squeeze(1).log()  # (n,)
+                lse = z_max - p.amax(dim=-1).log()  # (n,)
                 nll_rows = lse - z_gold  # (n,) -log p(gold)
                 loss += ((1.0 - epsilon) * nll_rows + epsilon * (lse - z_mean)).sum()
                 nll += nll_rows.sum()
