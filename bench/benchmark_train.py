@@ -153,7 +153,7 @@ class Setting:
         self.model = Transformer(cfg)
         # as minitrans trains (the recipes clip gradients) for the "rows" settings; PyTorch's default
         # (foreach) otherwise
-        fused_opt = fused_adamw("cpu", mixed=self.bf16, clips_gradients=True) if self.rows else None
+        fused_opt = fused_adamw("cpu", scaled=False, clips_gradients=True) if self.rows else None
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=fused_opt)
         self.tokens = 0
         self.step_s: list[float] = []

@@ -133,9 +133,11 @@ def training_precision(precision, accelerator: str | None) -> tuple[object, str 
     return precision, None
 
 
-def fused_adamw(device_type: str, mixed: bool, clips_gradients: bool) -> bool:
+def fused_adamw(device_type: str, scaled: bool, clips_gradients: bool) -> bool:
     """Whether training's AdamW is fused (one kernel for every parameter's update: 1.9 against
     5.0 ms a step for ``xs``, EPYC with AVX-512-BF16 capped to AVX2, docs/speed.md): on CPUs and
-    CUDA, except in a mixed-precision run that clips gradients, where Lightning's plugin refuses
-    a fused optimizer (it cannot clip for one that unscales gradients itself, even in bf16)."""
-    return device_type in ("cpu", "cuda") and not (mixed and clips_gradients)
+    CUDA, except in a run that scales its loss (16-mixed, fp16 with a gradient scaler) and clips
+    gradients, where the gradients must be unscaled before clipping and a fused AdamW unscales
+    them only inside its own step. bf16 scales nothing: there the module clips itself
+    (``TranslationModule.configure_gradient_clipping``), as Lightning's plugin refuses to."""
+    return device_type in ("cpu", "cuda") and not (scaled and clips_gradients)

@@ -89,7 +89,7 @@ def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: 
     tgt = torch.randint(4, vocab_size, (rows, 17), generator=generator).to(device)
     model = Transformer(ModelConfig(vocab_size=vocab_size, dropout=0.0, **candidate.dims())).to(device)
     kind = torch.device(device).type
-    fused = fused_adamw(kind, mixed=dtype is not None, clips_gradients=True)  # the recipes clip
+    fused = fused_adamw(kind, scaled=dtype == torch.float16, clips_gradients=True)  # the recipes clip
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
     best = float("inf")
     for i in range(steps + 1):

@@ -283,9 +283,23 @@ class TranslationModule(L.LightningModule):
     def _fused_optimizer(self) -> bool:
         trainer = self._trainer  # None outside a Trainer
         if trainer is None:
-            return fused_adamw(self.device.type, mixed=False, clips_gradients=False)
-        return fused_adamw(self.device.type, mixed="mixed" in str(trainer.precision),
+            return fused_adamw(self.device.type, scaled=False, clips_gradients=False)
+        return fused_adamw(self.device.type, scaled=str(trainer.precision) in ("16-mixed", "16"),
                            clips_gradients=bool(trainer.gradient_clip_val))
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        """Clip as ``trainer.gradient_clip_val`` asks. Lightning's mixed-precision plugin refuses
+        to clip for a fused optimizer, bf16 included (it cannot tell scaled gradients from
+        unscaled ones); bf16 scales nothing, and a fused AdamW is never built where a scaler is
+        (:func:`minitrans.precision.fused_adamw`), so the module clips a fused optimizer's
+        gradients itself, as Lightning would (total 2-norm, or each value)."""
+        if not gradient_clip_val or not optimizer.defaults.get("fused"):
+            return self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if str(gradient_clip_algorithm or "norm").lower().endswith("value"):
+            torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
+        else:
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
 
     # -- checkpoints -----------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:

@@ -367,8 +367,8 @@ def test_validation_decodes_with_the_weights_of_now():
 @pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
 def test_every_precision_trains_with_gradient_clipping(prepared, precision):
     """The recipes clip gradients (gradient_clip_val 1.0) and train in bf16-mixed where the CPU
-    has bf16 units: Lightning refuses to clip for a fused optimizer under mixed precision, so
-    the optimizer is fused only where it may be (the README's command once stopped there)."""
+    has bf16 units: Lightning's plugin refuses to clip for a fused optimizer under mixed
+    precision (the README's command once stopped there), so the module clips it itself."""
     L.seed_everything(1, verbose=False)
     dm = make_datamodule(Path(prepared.hparams.data_dir), prepared.hparams.cache_dir)
     model = TranslationModule(ModelConfig(vocab_size=320, **SMALL), warmup_steps=10, val_bleu=False)
@@ -377,4 +377,26 @@ def test_every_precision_trains_with_gradient_clipping(prepared, precision):
                         limit_val_batches=0, use_distributed_sampler=False)
     trainer.fit(model, dm)
     assert trainer.global_step == 3
-    assert trainer.optimizers[0].defaults["fused"] == (precision == "32-true")
+    assert trainer.optimizers[0].defaults["fused"]
+
+
+@pytest.mark.parametrize("algorithm", ["norm", "value", None])
+def test_a_fused_optimizer_is_clipped_as_lightning_clips(algorithm):
+    """The module's own clipping (for a fused AdamW) gives the gradients Lightning's would."""
+    model = TranslationModule(ModelConfig(vocab_size=64, **SMALL), warmup_steps=10, val_bleu=False)
+    params = list(model.parameters())
+    torch.manual_seed(0)
+    grads = [torch.randn_like(p) * 10 for p in params]
+    limit = 0.5
+    if algorithm == "value":
+        expected = [g.clamp(-limit, limit) for g in grads]
+    else:  # norm (Lightning's default)
+        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        expected = [g * (limit / (total + 1e-6)) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = g.clone()
+    optimizer = torch.optim.AdamW(params, lr=1e-3, fused=True)
+    model.configure_gradient_clipping(optimizer, limit, algorithm)
+    for p, e in zip(params, expected):
+        torch.testing.assert_close(p.grad, e)
+    assert not torch.equal(params[0].grad, grads[0])  # it did clip
