@@ -32,5 +32,6 @@ minitrans train --config configs/quickstart.yaml
 minitrans evaluate -m $RUN/checkpoints/best.ckpt --split test -o $RUN/eval
 minitrans translate -m $RUN/checkpoints/best.ckpt --input scripts/showcase.en --output $RUN/showcase.fr
 paste -d '\n' scripts/showcase.en $RUN/showcase.fr | sed 'n;s/^/  → /'
+python scripts/judge_showcase.py $RUN/showcase.fr | tail -1 || true   # counted by the verdicts on record
 python scripts/plot_curves.py "$(ls -d $RUN/logs/version_* | sort -V | tail -1)/metrics.csv" \
   --title "quickstart: validation BLEU per corpus" -o $RUN/learning-curve.png
