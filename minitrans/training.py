@@ -296,7 +296,7 @@ class TranslationModule(L.LightningModule):
         if not gradient_clip_val or not optimizer.defaults.get("fused"):
             return self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-        if str(gradient_clip_algorithm or "norm").lower().endswith("value"):
+        if gradient_clip_algorithm == "value":  # Lightning's enum equals its string; None: by norm
             torch.nn.utils.clip_grad_value_(params, gradient_clip_val)
         else:
             torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)

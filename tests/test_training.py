@@ -10,6 +10,7 @@ import lightning as L
 import pytest
 import torch
 import yaml
+from lightning.pytorch.utilities import GradClipAlgorithmType
 
 from conftest import make_datamodule, one_line_error, run_main, synthetic_pairs
 from minitrans import ModelConfig
@@ -380,7 +381,7 @@ def test_every_precision_trains_with_gradient_clipping(prepared, precision):
     assert trainer.optimizers[0].defaults["fused"]
 
 
-@pytest.mark.parametrize("algorithm", ["norm", "value", None])
+@pytest.mark.parametrize("algorithm", ["norm", "value", None, GradClipAlgorithmType.VALUE])  # the enum: as the trainer passes it
 def test_a_fused_optimizer_is_clipped_as_lightning_clips(algorithm):
     """The module's own clipping (for a fused AdamW) gives the gradients Lightning's would."""
     model = TranslationModule(ModelConfig(vocab_size=64, **SMALL), warmup_steps=10, val_bleu=False)
