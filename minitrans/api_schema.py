@@ -184,6 +184,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: _error("no X-API-Key header, on a server started with --api-keys"),
     403: _error("a wrong X-API-Key, on a server started with --api-keys"),
     408: _error("the request body did not arrive within the server's read timeout"),
+    409: _error("attention weights asked of a checkpoint rewritten on disk since the server started"),
     413: _error("over a limit: max_sentences, max_chars, max_queue or max_attention_values, or a body over the "
                "size the server reads (named in detail)"),
     503: _error("the queue is full (max_queue); retry after the Retry-After header's seconds"),

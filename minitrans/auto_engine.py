@@ -112,19 +112,35 @@ def load(path: str | os.PathLike, device: str = "cpu", precision: str = "auto", 
             engine.reason = choice.reason
             return engine, tokenizer, meta
         except (MinitransError, OSError, RuntimeError, ValueError) as err:
-            choice = Choice("native", f"auto: the CTranslate2 conversion failed ({str(err).splitlines()[0]})")
-            log.warning("%s; decoding with the native engine.", choice.reason)
+            # the reason is public (/v1/model): the kind of failure; the detail (paths) is logged
+            choice = Choice("native", f"auto: the CTranslate2 conversion failed ({failure_kind(err)})")
+            log.warning("%s: %s; decoding with the native engine.", choice.reason, str(err).splitlines()[0])
     engine, tokenizer, meta = engines.reader("native").load(path, device, shortlist=shortlist, **options)
     engine.reason = choice.reason
     return engine, tokenizer, meta
 
 
+def failure_kind(err: BaseException) -> str:
+    """What kind of failure ``err`` is, without its message (which may name paths of this
+    machine): ``disk full``, ``permission denied``, ``NotADirectoryError``, ``CheckpointError``."""
+    import errno
+
+    if isinstance(err, OSError) and err.errno is not None:
+        return {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EACCES: "permission denied",
+                errno.EROFS: "read-only file system"}.get(err.errno, type(err).__name__)
+    return type(err).__name__
+
+
 def _ctranslate2(path, device: str, precision: str, workers: int, max_tokens: int | None):
-    """``(engine, tokenizer)``: the checkpoint's cached conversion opened by CTranslate2."""
-    from minitrans.ctranslate2_cache import converted
+    """``(engine, tokenizer)``: the checkpoint's cached conversion opened by CTranslate2 (held
+    while it loads, so that no other process evicts it meanwhile). The engine records the
+    checkpoint's sha256 it was converted from (``source_sha256``)."""
+    from minitrans.ctranslate2_cache import in_use
     from minitrans.ctranslate2_engine import compute_type_for, load as load_export
 
     compute_type, reason = compute_type_for(precision, device)
-    engine, tokenizer, _ = load_export(converted(path), device, compute_type=compute_type, reason=reason,
-                                       precision=precision, workers=workers, max_tokens=max_tokens)
+    with in_use(path) as folder:
+        engine, tokenizer, meta = load_export(folder, device, compute_type=compute_type, reason=reason,
+                                              precision=precision, workers=workers, max_tokens=max_tokens)
+    engine.source_sha256 = meta.get("source_checkpoint_sha256")
     return engine, tokenizer

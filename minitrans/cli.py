@@ -14,16 +14,15 @@ The command lives in three rooms:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import sys
 
 from minitrans._version import __version__
-from minitrans.commands import (cmd_average, cmd_calibrate, cmd_distill, cmd_download, cmd_evaluate, cmd_export,
-                                cmd_prepare, cmd_serve, cmd_shortlist, cmd_translate)
-from minitrans.errors import MinitransError, UsageError
+from minitrans.commands import (cmd_average, cmd_cache, cmd_calibrate, cmd_distill, cmd_download, cmd_evaluate,
+                                cmd_export, cmd_prepare, cmd_serve, cmd_shortlist, cmd_translate)
+from minitrans.boundary import error_boundary
+from minitrans.errors import UsageError
 from minitrans.formats import FORMATS, extension_list
-from minitrans.textio import disk_full, write_failed
 
 log = logging.getLogger("minitrans")
 LIGHTNING_COMMANDS = ("train", "fit", "validate", "test")
@@ -331,6 +330,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_old_spelling(p, "--bf16", new="--precision bf16", action="store_true")
     p.add_argument("--limit", type=int, help="translate only the first N lines (trials)")
 
+    p = command("cache", cmd_cache)
+    p.add_argument("--clear", action="store_true",
+                   help="remove every conversion (but those another process is loading) and the page's runtime")
+
     p = command("download", cmd_download)
     p.add_argument("--dataset", required=True, choices=_Downloadable(), metavar="NAME",
                    help="the corpus to fetch: %(choices)s")
@@ -349,6 +352,9 @@ Using a model:
 
 Data:
   prepare, distill, download
+
+The cache (CTranslate2 conversions, the page's runtime):
+  cache [--clear]
 
 `minitrans COMMAND --help` lists a command's options with their defaults."""
 
@@ -443,15 +449,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so that flushing it at exit does not fail on the closed pipe."""
-    import os
-
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-
-
 def main(argv: list[str] | None = None) -> None:
     """The error boundary: a :class:`MinitransError` is printed as one line (exit 1, or 2 for
     usage errors); ``--debug`` anywhere on the line shows the traceback instead."""
@@ -468,7 +465,7 @@ def main(argv: list[str] | None = None) -> None:
     from minitrans.runtime import tune_allocator
 
     tune_allocator(decoding=as_command and command in DECODING_COMMANDS)  # a Python caller keeps its allocator
-    try:
+    with error_boundary(f"minitrans {command or ''}".rstrip(), debug):
         if command in LIGHTNING_COMMANDS:
             if {"-h", "--help"} & set(argv) and "--help-all" not in argv:
                 if command in ("validate", "test"):
@@ -491,28 +488,3 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(2)
         resolve_model_args(args)
         call_handler(args.func, args)
-    except MinitransError as err:
-        if debug:
-            raise
-        message = " ".join(str(err).split())  # one line, whatever the message held
-        print(f"minitrans {command or ''}: error: {message}", file=sys.stderr)
-        raise SystemExit(err.exit_code) from None
-    except KeyboardInterrupt:
-        print(f"minitrans {command or ''}: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
-    except BrokenPipeError:  # the reader left (`| head -1`): stop quietly, as Unix tools do on SIGPIPE
-        _silence_stdout()
-        raise SystemExit(128 + 13) from None
-    except OSError as err:  # disk full, permission denied, ... while reading or writing
-        if debug:
-            raise
-        where = f": {err.filename}" if getattr(err, "filename", None) else ""
-        print(f"minitrans {command or ''}: error: {err.strerror or err}{where}", file=sys.stderr)
-        raise SystemExit(1) from None
-    except Exception as err:  # a library's own error wrapped around a full disk: still one line
-        full = disk_full(err)
-        if debug or full is None:
-            raise
-        print(f"minitrans {command or ''}: error: {' '.join(str(write_failed(full.filename or '?', full)).split())}",
-              file=sys.stderr)
-        raise SystemExit(1) from None

@@ -1,5 +1,5 @@
 """The handlers of the plain commands: ``prepare``, ``translate``, ``evaluate``, ``calibrate``,
-``shortlist``, ``average``, ``serve``, ``export``, ``distill``, ``download``.
+``shortlist``, ``average``, ``serve``, ``export``, ``distill``, ``download``, ``cache``.
 
 Each is a function of its command's flags, as typed keyword arguments named as the parser's
 destinations (:func:`minitrans.cli.build_parser` defines them and their help;
@@ -489,3 +489,27 @@ def cmd_download(dataset: str, to: str) -> None:
     from minitrans.sources import download
 
     print(download(dataset, to))
+
+
+def cmd_cache(clear: bool) -> None:
+    """List what minitrans keeps in its cache (CTranslate2 conversions, the page's runtime), or
+    empty it with --clear."""
+    from minitrans import ctranslate2_cache, web_runtime
+    from minitrans.usercache import cache_root, discard, limit_bytes
+
+    if clear:
+        removed = ctranslate2_cache.clear()
+        runtime = web_runtime.cached_folder()
+        if runtime.exists() or runtime.is_symlink():
+            discard(runtime, web_runtime.FILES)
+        print(f"removed {len(removed)} conversion{'s' * (len(removed) != 1)} and the page's runtime from {cache_root()}")
+        return
+    entries = ctranslate2_cache.entries()
+    total = sum(size for _, size in entries)
+    print(f"{cache_root()}: {len(entries)} conversion{'s' * (len(entries) != 1)}, {total / 1e6:.1f} MB "
+          f"(bound {limit_bytes() / 1e6:.0f} MB: MINITRANS_CACHE_MB)")
+    for path, size in entries:
+        print(f"  {path.name}  {size / 1e6:.1f} MB")
+    runtime = web_runtime.cached_folder()
+    print(f"the page's runtime (onnxruntime-web {web_runtime.VERSION}): "
+          f"{runtime if runtime.is_dir() else 'not cached'}")

@@ -36,3 +36,4 @@ class TokenizerError(MinitransError):
 
 class ConfigError(MinitransError):
     """A model or training setting outside its valid range, named by its config key."""
+

@@ -251,7 +251,8 @@ def _add_translate_route(app, service: Service) -> None:
 def check_attention(translator: Translator, info: dict, texts: list[str], split: bool, lang: str,
                     settings: ServerSettings) -> None:
     """Refuse a request for attention weights no engine here can give (422: an exported folder,
-    an ensemble) or that would pass ``max_attention_values`` (413). A checkpoint served by
+    an ensemble; 409: a checkpoint rewritten since it was served) or that would pass
+    ``max_attention_values`` (413). A checkpoint served by
     CTranslate2 gives them from its native copy (:meth:`Translator.attention_engine`)."""
     from fastapi import HTTPException
 
@@ -259,6 +260,10 @@ def check_attention(translator: Translator, info: dict, texts: list[str], split:
         raise HTTPException(422, f"attention weights come from the native engine, and this server runs "
                                  f"{info['engine']} on a model with no native copy (an exported folder or an "
                                  "ensemble). Ask without attention, or serve the .ckpt.")
+    if translator.native_source_changed():
+        raise HTTPException(409, "the served checkpoint was rewritten on disk after the server started: attention "
+                                 "weights would come from another model than the translations. Ask without "
+                                 "attention, or restart the server to serve the new model.")
     sentences = [s for text in texts for s in segment.split(text.strip(), lang).sentences] if split else texts
     values = attention_values(translator, sentences)
     if values > settings.max_attention_values:

@@ -311,35 +311,66 @@ def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
 
 
 @contextlib.contextmanager
-def atomic_folder(path: str | os.PathLike, replace: bool = False) -> Iterator[Path]:
+def atomic_folder(path: str | os.PathLike, replace: bool = False, follow_links: bool = True) -> Iterator[Path]:
     """A temporary folder beside ``path`` to fill; on success it becomes ``path``.
 
     An existing ``path`` is replaced only when ``replace`` is true (it is moved aside first
     and deleted once the new folder is in place), so a failure or a kill never leaves a
     half-written folder under the final name. Whether a folder *may* be replaced is the
     caller's decision (``minitrans export`` replaces only its own exports). ``path`` is
-    resolved first: ``.`` has a name, and through a symlink the link's target is replaced.
+    resolved first: ``.`` has a name, and through a symlink the link's target is replaced;
+    with ``follow_links`` false (the cache: it writes only into folders it made) a link at
+    ``path`` is itself replaced, and what it points to is left alone.
     """
-    path = Path(os.path.realpath(path))
+    path = Path(os.path.realpath(path)) if follow_links else Path(os.path.realpath(Path(path).parent)) / Path(path).name
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     tmp = temporary_path(path)
-    tmp.mkdir()
     try:
+        tmp.mkdir()
         yield tmp
         old = path.with_name(f"{_temporary_stem(path)}.old{os.getpid()}")
-        if path.exists():
+        if path.exists() or path.is_symlink():
             if not replace:
                 raise FileExistsError(f"{path} exists")
-            keep_permissions(path, tmp)
+            if not path.is_symlink():
+                keep_permissions(path, tmp)
             os.replace(path, old)
         os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
+        if old.is_symlink():
+            old.unlink()  # the link only, never the folder it pointed to
+        else:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(err, OSError) and err.errno in DISK_FULL:
-            raise write_failed(path, err) from None
+        if isinstance(err, OSError) and (err.errno in DISK_FULL or _about(err, tmp) or _about(err, path)):
+            raise write_failed(path, err) from None  # the path asked for, never the temporary
         raise
+
+
+def _about(err: OSError, folder: Path) -> bool:
+    """Whether ``err`` is about ``folder`` or a file in it."""
+    for name in (err.filename, getattr(err, "filename2", None)):
+        if name is not None and (Path(name) == folder or folder in Path(name).parents):
+            return True
+    return False
+
+
+def check_folder_writable(path: str | os.PathLike) -> None:
+    """Fail before any long work if the folder ``path`` cannot be written as
+    :func:`atomic_folder` writes it: its temporary is made and removed beside it now, so a
+    read-only folder, a full disk or a name too long is one line naming ``path``
+    (:class:`WriteError`), never the temporary's name after the work."""
+    path = Path(os.path.realpath(path))
+    parent = next((p for p in path.parents if p.exists()), Path("/"))
+    probe = temporary_path(path) if parent == path.parent else parent / f".minitrans-probe.tmp{os.getpid()}"
+    try:
+        probe.mkdir()
+    except FileExistsError:
+        return
+    except OSError as err:
+        raise write_failed(path, err) from None
+    probe.rmdir()
 
 
 def write_text_atomic(path: str | os.PathLike, lines: Iterable[str]) -> Path:
@@ -363,6 +394,7 @@ def check_replaceable_folder(output_dir: str | os.PathLike, source: str | os.Pat
     """
     out = Path(output_dir)
     if not out.exists() and not out.is_symlink():
+        check_folder_writable(out)
         return
     if not out.is_dir():
         raise UsageError(f"{out} is a file, not a folder; choose a folder name for the exported model.")
@@ -375,6 +407,7 @@ def check_replaceable_folder(output_dir: str | os.PathLike, source: str | os.Pat
         raise UsageError(f"{out} is the current folder (or holds it); export to a new folder inside it instead.")
     entries = sorted(out.iterdir())
     if not entries:
+        check_folder_writable(out)
         return
     known = set(files)
     foreign = [e.name for e in entries if e.name not in known or not e.is_file() or e.is_symlink()]
@@ -385,4 +418,5 @@ def check_replaceable_folder(output_dir: str | os.PathLike, source: str | os.Pat
                          "Choose a new folder.")
     if not force:
         raise UsageError(f"{out} already exists; pass --force to replace it, or choose a new folder.")
+    check_folder_writable(out)
 

@@ -96,6 +96,7 @@ class Translator:
         self.meta: dict = {}
         self._native_source = None  # (path, device, options): a checkpoint another engine decodes
         self._native = None  # its native engine, for attention weights (attention_engine)
+        self._source_sha256 = None  # the sha256 of the checkpoint it was loaded from (_check_unchanged)
         self._native_lock = threading.Lock()
 
     @classmethod
@@ -156,6 +157,7 @@ class Translator:
         translator.meta = meta
         if not isinstance(model_engine, NativeEngine) and not is_exported(path):
             translator._native_source = (path, device, kwargs)
+            translator._source_sha256 = getattr(model_engine, "source_sha256", None)
         return translator
 
     @property
@@ -193,8 +195,38 @@ class Translator:
             if self._native is None:
                 path, device, options = self._native_source
                 log.info("Loading the native engine of %s for attention weights.", path)
-                self._native, _, _ = open_model(path, "native", device, **options)
+                self._check_unchanged(path)
+                native, _, _ = open_model(path, "native", device, **options)
+                self._check_unchanged(path)  # and not rewritten while it was read
+                self._native = native
         return self._native
+
+    def native_source_changed(self) -> bool:
+        """Whether attention weights can no longer come from this model: its checkpoint was
+        rewritten before the native copy was loaded (:meth:`attention_engine` would refuse)."""
+        if self._native is not None or self._native_source is None:
+            return False
+        try:
+            self._check_unchanged(self._native_source[0])
+        except CheckpointError:
+            return True
+        return False
+
+    def _check_unchanged(self, path) -> None:
+        """Refuse a checkpoint rewritten since this translator was loaded (a training run writes
+        ``best.ckpt`` again): its native copy would be another model than the one decoding."""
+        from minitrans.textio import file_sha256
+
+        expected = self._source_sha256
+        try:
+            now = file_sha256(path)
+        except OSError as err:
+            raise CheckpointError(f"{path} cannot be read again for attention weights ({err.strerror or err}); "
+                                  "restart to load the model anew.") from None
+        if expected is not None and now != expected:
+            raise CheckpointError(f"{path} changed on disk since this model was loaded (another run rewrote it): "
+                                  "attention weights would come from another model. Restart to load the new one, "
+                                  "or serve a copy of the checkpoint that nothing rewrites.")
 
     @property
     def model(self) -> Transformer:

@@ -12,21 +12,27 @@ runtime: SIMD, and threads where the page is cross-origin isolated). They come f
 3. the npm registry: the tarball is downloaded once, checked and unpacked into the cache.
 
 Every file is checked against the sha256 pinned here before it is used; a tarball that differs
-from the pinned one (another version, a damaged download) is refused with one line.
+from the pinned one (another version, a damaged download) is refused with one line. The cache
+is written by :mod:`minitrans.usercache`'s rules: only into a folder of the user's own, a link in
+the entry's place replaced as a link (the folder it points to is never touched).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 import tarfile
 import urllib.request
 from pathlib import Path
 
-from minitrans.ctranslate2_cache import cache_root
+from minitrans.boundary import error_boundary
 from minitrans.errors import UsageError
 from minitrans.textio import atomic_folder
+from minitrans.usercache import UntrustedCache, cache_root, discard, make_private, trusted_folder
+
+log = logging.getLogger(__name__)
 
 VERSION = "1.31.1"
 TARBALL = f"https://registry.npmjs.org/onnxruntime-web/-/onnxruntime-web-{VERSION}.tgz"
@@ -102,24 +108,57 @@ def runtime_files(runtime: str | os.PathLike | None = None) -> dict[str, bytes]:
     files = _cached()
     if files is None:  # nothing cached, or a cached file damaged: fetch and cache again
         files = _from_tarball(_download(), TARBALL)
-        _store(files)
+        _store_quietly(files)
     return files
 
 
-def _store(files: dict[str, bytes]) -> None:
-    with atomic_folder(cached_folder(), replace=True) as tmp:
+def _store(files: dict[str, bytes]) -> Path:
+    """Write the files into the cache (:mod:`minitrans.usercache`'s rules): only into a folder
+    of the user's own, replacing a link in the entry's place as a link (never the folder it
+    points to) and never a folder holding other files. :class:`UntrustedCache` otherwise."""
+    folder = trusted_folder("web") / cached_folder().name
+    if folder.is_dir() and not folder.is_symlink():
+        discard(folder, FILES)  # refuses a folder with files of someone else's
+    with atomic_folder(folder, replace=True, follow_links=False) as tmp:
         for name, data in files.items():
             (tmp / name).write_bytes(data)
+    make_private(folder)
+    return folder
+
+
+def _store_quietly(files: dict[str, bytes]) -> None:
+    """Cache the downloaded files if the cache can be trusted; say why not, and go on, if not."""
+    try:
+        _store(files)
+    except (UntrustedCache, OSError) as err:
+        log.warning("onnxruntime-web is not cached (%s); the next export downloads it again.", err)
 
 
 def fill_cache(runtime: str | os.PathLike) -> Path:
     """Put the files of ``runtime`` (a tarball or folder, checked) in the cache, for exports
     made later without ``--runtime`` on a machine with no network; returns the cache folder."""
-    _store(runtime_files(runtime))
-    return cached_folder()
+    files = runtime_files(runtime)
+    try:
+        return _store(files)
+    except UntrustedCache as err:
+        raise UsageError(f"cannot fill the cache: {err}. Make the cache yours, or set MINITRANS_CACHE to a "
+                         "folder of yours.") from None
 
 
-if __name__ == "__main__":  # python -m minitrans.web_runtime TARBALL: fill the cache from a tarball
+def main(argv: list[str] | None = None) -> None:
+    """``python -m minitrans.web_runtime [TARBALL_OR_FOLDER]``: fill the cache from the
+    package's tarball (or its dist/ folder) and print the cache folder; without an argument,
+    print where the cache folder is."""
     import sys
 
-    print(fill_cache(sys.argv[1]) if len(sys.argv) > 1 else cached_folder())
+    argv = sys.argv[1:] if argv is None else argv
+    with error_boundary("python -m minitrans.web_runtime", "--debug" in argv):
+        args = [a for a in argv if a != "--debug"]
+        if len(args) > 1 or (args and args[0] in ("-h", "--help")):
+            print(f"usage: python -m minitrans.web_runtime [TARBALL]  (TARBALL: `{HOW}`, or its dist/ folder)")
+            raise SystemExit(0 if args and args[0] in ("-h", "--help") else 2)
+        print(fill_cache(args[0]) if args else cached_folder())
+
+
+if __name__ == "__main__":
+    main()

@@ -9,9 +9,14 @@
 # Offline machines need the corpora under $MINITRANS_DATA (see data/README.md); online,
 # `minitrans download --dataset multi30k --to data/raw` (and `--dataset tatoeba`) fetch them.
 set -euo pipefail
+# A relative MINITRANS_DATA is where the user stands, not the repository: made absolute before the cd.
+if [ -n "${MINITRANS_DATA:-}" ] && [ "${MINITRANS_DATA#/}" = "$MINITRANS_DATA" ]; then
+  MINITRANS_DATA="$PWD/$MINITRANS_DATA"
+fi
 cd "$(dirname "$0")/.."
-export MINITRANS_DATA="${MINITRANS_DATA:-../shared/data}"
+export MINITRANS_DATA="${MINITRANS_DATA:-$(cd .. && pwd)/shared/data}"
 RUN=runs/quickstart
+if [ -n "${QUICKSTART_DRY_RUN:-}" ]; then echo "MINITRANS_DATA=$MINITRANS_DATA"; exit 0; fi   # tests
 
 [ -d .venv ] || python3 -m venv .venv
 . .venv/bin/activate
@@ -27,6 +32,11 @@ if [ ! -f "$MINITRANS_DATA/multi30k/train.en" ] || [ ! -f "$MINITRANS_DATA/tatoe
 fi
 
 minitrans prepare --config configs/quickstart.yaml
+if compgen -G "$RUN/checkpoints/*.ckpt" >/dev/null; then   # a new run never mixes with the last one
+  OLD="$RUN.$(date +%Y%m%d-%H%M%S)"
+  echo "Moving the previous quickstart run to $OLD"
+  mv "$RUN" "$OLD"
+fi
 minitrans train --config configs/quickstart.yaml
 # No --dataset: a mixture checkpoint is scored on the test split of each of its corpora.
 minitrans evaluate -m $RUN/checkpoints/best.ckpt --split test -o $RUN/eval

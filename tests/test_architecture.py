@@ -262,11 +262,13 @@ def test_pin_the_flags_of_every_command():
     ``-c/--checkpoint`` and, for ``export``/``average``, the positional checkpoint; ``serve
     --api-keys`` (issue #27) is new; ``--precision``, ``--shortlist/--no-shortlist`` and the
     ``shortlist`` command are issue #29's. Issue #44 gave ``evaluate`` and ``distill`` the one
-    spelling of the other commands (``-o/--output``, ``-m/--model``) beside their old ones."""
+    spelling of the other commands (``-o/--output``, ``-m/--model``) beside their old ones.
+    ``cache`` (issue #59) is new."""
     assert _flags() == FLAGS
 
 
 FLAGS: dict[str, list[str]] = {
+    "cache": ["--clear", "--help", "-h"],
     "train": [],
     "fit": [],
     "validate": [],

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import run_main, synthetic_pairs
 from minitrans import Translator, auto_engine, ctranslate2_cache
+from minitrans.errors import CheckpointError
 from minitrans.native_engine import NativeEngine
 
 SENTENCES = [e for e, _ in synthetic_pairs(30, seed=45)] + ["", "The cat.", "A dog and a dog and a dog."]
@@ -94,9 +95,25 @@ def test_a_conversion_that_fails_falls_back_to_native_with_a_warning(trained_che
     monkeypatch.setenv("MINITRANS_CACHE", str(trained_checkpoint.parent / "no-such-cache"))
     with caplog.at_level(logging.WARNING):
         translator = Translator.load(trained_checkpoint)
-    assert translator.engine.name == "native" and "conversion failed" in translator.engine_reason
+    assert translator.engine.name == "native" and "conversion failed (disk full)" in translator.engine_reason
     assert "No space left" in caplog.text
     assert translator.translate("The cat eats the bread.")
+
+
+@pytest.mark.hostile
+def test_the_public_reason_of_a_failed_conversion_names_no_path(trained_checkpoint, monkeypatch, caplog, tmp_path):
+    """Issue #59, item 4: /v1/model publishes the engine's reason; the detail goes to the log."""
+    secret = "/home/someone/private/ctranslate2"
+
+    def broken(*args, **kwargs):
+        raise NotADirectoryError(20, "Not a directory", secret)
+
+    monkeypatch.setattr("minitrans.ctranslate2_export.export_ctranslate2", broken)
+    monkeypatch.setenv("MINITRANS_CACHE", str(tmp_path / "cache"))
+    with caplog.at_level(logging.WARNING):
+        translator = Translator.load(trained_checkpoint)
+    assert translator.engine_reason == "auto: the CTranslate2 conversion failed (NotADirectoryError)"
+    assert secret not in json.dumps(translator.decoding()) and secret in caplog.text
 
 
 def test_asking_for_native_features_forces_native(trained_checkpoint):
@@ -257,3 +274,27 @@ def test_the_server_reports_its_engine_and_still_gives_attention(trained_checkpo
         assert r.status_code == 200, r.text
         assert len(r.json()["translations"][0]["attention"]["layers"]) == translator.config.n_decoder_layers
     assert os.environ.get("MINITRANS_CACHE")  # the session's cache, never ~/.cache
+
+
+@pytest.mark.hostile
+def test_a_served_checkpoint_rewritten_on_disk_gives_no_attention_from_another_model(trained_checkpoint,
+                                                                                       trained_fr_en, tmp_path):
+    """Issue #59, item 5: a training run rewrites best.ckpt under a running server; the first
+    attention request must not load the new file's weights beside the old model's translations."""
+    pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
+    from fastapi.testclient import TestClient
+
+    from minitrans.server import ServerSettings, create_app
+
+    served = tmp_path / "best.ckpt"
+    shutil.copy(trained_checkpoint, served)
+    translator = Translator.load(served)
+    shutil.copy(trained_fr_en, served)  # another model under the same name
+    with TestClient(create_app(translator, ServerSettings(beam=2))) as client:
+        r = client.post("/v1/translate", json={"q": "The dog likes the ball.", "attention": True})
+        assert r.status_code == 409 and "rewritten" in r.json()["detail"] and str(tmp_path) not in r.text
+        plain = client.post("/v1/translate", json={"q": "The dog likes the ball."})
+        assert plain.status_code == 200  # the model loaded still translates
+    assert translator._native is None
+    with pytest.raises(CheckpointError, match="changed on disk"):
+        translator.attention_engine()

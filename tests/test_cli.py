@@ -416,4 +416,24 @@ def test_every_handler_takes_its_commands_flags_by_name():
         assert params == dests | extra, (name, sorted(params ^ (dests | extra)))
         assert all(p.annotation is not inspect.Parameter.empty for p in inspect.signature(handler).parameters.values())
         checked += 1
-    assert checked == 10
+    assert checked == 11  # cache (issue #59) is the eleventh
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("given", ["corpora", "./corpora", "ABS", None])
+def test_quickstart_reads_a_relative_data_folder_from_where_the_user_stands(tmp_path, given):
+    """Issue #59, item 13: `MINITRANS_DATA=corpora bash ../minitrans/scripts/quickstart.sh` run
+    from the user's folder means the user's corpora, not a folder of the repository."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "quickstart.sh"
+    env = {k: v for k, v in os.environ.items() if k != "MINITRANS_DATA"}
+    env["QUICKSTART_DRY_RUN"] = "1"
+    if given is not None:
+        env["MINITRANS_DATA"] = str(tmp_path / "corpora") if given == "ABS" else given
+    out = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    found = Path(out.stdout.strip().split("=", 1)[1])
+    expected = (tmp_path / "corpora") if given else script.parents[2] / "shared" / "data"
+    assert found.is_absolute() and os.path.normpath(found) == os.path.normpath(expected)

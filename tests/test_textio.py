@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import stat
 import subprocess
@@ -370,3 +371,40 @@ def test_7_a_byte_order_mark_is_not_text(capsys, tmp_path, trained_checkpoint):
     _, plain, _ = run_main(capsys, "translate", "-m", trained_checkpoint, "-i", tmp_path / "plain.txt")
     assert with_bom == plain
     assert read_lines(tmp_path / "bom.txt") == ["The cat eats the bread."]
+
+
+# -- issue #59, item 12: a folder output that cannot be written ------------------------------
+@pytest.mark.hostile
+def test_a_folder_that_cannot_be_written_is_one_line_naming_it_before_any_work(tmp_path, monkeypatch):
+    """A read-only place (faked for root, whom permissions do not stop): the error names the
+    folder asked for, never the temporary, and comes from the check made before the work."""
+    from minitrans.textio import WriteError, atomic_folder, check_folder_writable
+
+    real_mkdir = os.mkdir
+
+    def read_only(path, *args, **kwargs):
+        if ".tmp" in os.fspath(path) or "probe" in os.fspath(path):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only)
+    out = tmp_path / "web"
+    with pytest.raises(WriteError, match=rf"^cannot write {re.escape(str(out))}: Permission denied") as err:
+        check_folder_writable(out)
+    assert ".tmp" not in str(err.value)
+    with pytest.raises(WriteError, match=rf"^cannot write {re.escape(str(out))}: Permission denied"):
+        with atomic_folder(out):
+            pass
+    assert not out.exists()
+
+
+@pytest.mark.hostile
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_export_into_a_read_only_folder_is_one_line_before_the_model_loads(tmp_path, trained_checkpoint, capsys):
+    from conftest import run_main
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    os.chmod(ro, 0o555)
+    code, _, err = run_main(capsys, "export", "-m", trained_checkpoint, "--format", "hf", "-o", ro / "hf")
+    assert code == 1 and f"cannot write {ro / 'hf'}: Permission denied" in err and ".tmp" not in err
