@@ -17,6 +17,8 @@ furthest. Every rank takes rank 0's value, so all ranks decay and validate alike
 from __future__ import annotations
 
 import logging
+import re
+from datetime import timedelta
 
 import lightning as L
 from lightning.pytorch.callbacks import Callback, Timer
@@ -24,6 +26,47 @@ from lightning.pytorch.callbacks import Callback, Timer
 from minitrans.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+
+#: ``trainer.max_time`` as a string: Lightning's own format, ``DD:HH:MM:SS`` (days of any length).
+DURATION = re.compile(r"(\d+):(\d\d):(\d\d):(\d\d)")
+EXAMPLE = "write DD:HH:MM:SS, e.g. 00:00:10:00 for ten minutes, or a mapping such as {minutes: 10}"
+
+
+def max_time_seconds(max_time) -> float | None:
+    """``trainer.max_time`` in seconds (None: no time budget), parsed once, here, as Lightning
+    will read it (a ``DD:HH:MM:SS`` string, a ``timedelta``, or its keywords as a mapping); a
+    value Lightning would refuse, or a budget of zero or less, is a one-line :class:`ConfigError`
+    naming the key, never a traceback (or a run that ends at once and exits 0 with no model)."""
+    if max_time is None:
+        return None
+    shown = f"trainer.max_time {max_time!r}"
+    try:
+        if isinstance(max_time, timedelta):
+            duration = max_time
+        elif isinstance(max_time, dict):
+            unknown = set(max_time) - KEYWORDS
+            if unknown or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in max_time.values()):
+                raise ConfigError(f"{shown}: the mapping takes numbers for {', '.join(sorted(KEYWORDS))}; {EXAMPLE}.")
+            duration = timedelta(**max_time)
+        else:
+            match = DURATION.fullmatch(str(max_time).strip())
+            if not match or isinstance(max_time, (int, float)):
+                raise ConfigError(f"{shown} is not a duration: {EXAMPLE}.")
+            days, hours, minutes, seconds = (int(g) for g in match.groups())
+            duration = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    except (OverflowError, ValueError) as err:
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(f"{shown} is too long a duration ({err}); {EXAMPLE}.") from None
+    seconds = duration.total_seconds()
+    if not seconds > 0:
+        raise ConfigError(f"{shown} is a budget of {seconds:g} seconds: training would stop before its first step "
+                          f"and write no model; give a positive duration ({EXAMPLE}).")
+    return seconds
+
+
+KEYWORDS = frozenset({"weeks", "days", "hours", "minutes", "seconds", "milliseconds", "microseconds"})
 
 
 def timer_of(trainer: L.Trainer) -> Timer | None:

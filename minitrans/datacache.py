@@ -86,6 +86,15 @@ def is_ready(path: Path) -> bool:
     return (path / DONE).exists()
 
 
+def is_empty_split(folder: Path) -> bool:
+    """Whether a saved split holds no rows (``datasets`` saves one with no data file, and fails
+    to load it): older caches kept the empty test split of ``data.test_size: 0``."""
+    try:
+        return not json.loads((folder / "state.json").read_text(encoding="utf-8")).get("_data_files")
+    except (OSError, ValueError):
+        return False
+
+
 def read_report(path: Path) -> dict:
     """What the build recorded (cleaning, split sizes, seconds, mixture)."""
     return json.loads((path / DONE).read_text())
@@ -223,6 +232,14 @@ def _write_splits(plan: Plan, splits: dict[str, datasets.Dataset], report, token
         return [max(a, b) < max_len for a, b in zip(src_len, tgt_len)]
 
     for name, split in splits.items():
+        kind = name.rsplit("/", 1)[-1]
+        if not len(split) and kind == "valid":
+            where = f"corpus {name.split('/')[0]!r}" if "/" in name else plan.components[0].dataset
+            raise DataError(f"the validation split of {where} is empty: training validates on it. Give a valid: "
+                            "file, or set data.valid_size to at least 1.")
+        if not len(split) and kind != "train":  # data.test_size: 0, or an empty test file: no such split
+            log.info("%s: empty, so not kept (no %s split)", name, kind)
+            continue
         split = split.map(tokenize, batched=True, batch_size=2000, desc=f"tokenising {name}")
         if name.rsplit("/", 1)[-1] == "train":
             before = len(split)

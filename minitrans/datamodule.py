@@ -276,12 +276,14 @@ class TranslationDataModule(L.LightningDataModule):
         self.tokenizer = Tokenizer.load(path / "spm.model")
         for info in sorted(path.glob("**/dataset_info.json")):
             split_dir = info.parent
+            if datacache.is_empty_split(split_dir):  # kept by an older minitrans: an absent split
+                continue
             self.splits[split_dir.relative_to(path).as_posix()] = datasets.load_from_disk(str(split_dir))
         if "train" not in self.splits:  # a mixture: training draws from every component's train split
             self.splits["train"] = datasets.concatenate_datasets([self.splits[self.split_key(c, "train")]
                                                                   for c in self.components])
-        for _, key in self.eval_sets(self.hparams.test_split):
-            if key not in self.splits:
+        for _, key in self.eval_sets(self.hparams.test_split) if stage not in ("fit", "validate") else ():
+            if key not in self.splits:  # a test split is needed to test, not to train
                 raise DataError(f"data.test_split {self.hparams.test_split!r} is not one of "
                                 f"{sorted(k.rsplit('/', 1)[-1] for k in self.splits)}.")
 

@@ -87,7 +87,7 @@ class Tsv(Source):
         else:
             pairs = read_tsv(files["train"])
             train_pairs, valid, test = grouped_split(pairs, valid_size, test_size, request.seed)
-            if pairs and (not train_pairs or not valid):
+            if pairs and (not train_pairs or (not valid and "valid" not in evals)):  # a valid file given: its own
                 n = len({en for en, _ in pairs})
                 raise DataError(
                     f"data.files.train {files['train']} has {n} English sentences: too few for valid_size "

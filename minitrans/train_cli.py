@@ -79,6 +79,11 @@ def _lightning_cli_class():
             each setting that differs (``init_from`` is ignored on resume, as documented)."""
             sub = self.config.get("subcommand")
             if sub == "fit":
+                from minitrans.budget import max_time_seconds
+
+                max_time_seconds(self.config[sub]["trainer"].get("max_time"))  # one-line errors, before any work
+                if not self.config[sub].get("ckpt_path"):
+                    _check_fresh_run_folder(self.config[sub])
                 _size_model(self.config[sub], self._raw_args)
             # validate/test take the checkpoint's settings by design; only training resumes.
             before = _flat(self.config[sub]["model"]) if sub == "fit" and self.config[sub].get("model") else None
@@ -116,6 +121,7 @@ def _lightning_cli_class():
             return super()._instantiate_trainer(config, callbacks)
 
         def after_fit(self) -> None:
+            _check_a_checkpoint_was_written(self.trainer)
             callback = next((c for c in self.trainer.checkpoint_callbacks if c.monitor != "step"), None)
             if callback is not None and callback.best_model_path and self.trainer.is_global_zero:
                 best = Path(callback.best_model_path)
@@ -151,7 +157,9 @@ def _size_model(config, args: list[str]) -> None:
                 config[f"model.config.{key}"] = stored["config"][key]
         config["model.sizing"] = stored.get("sizing")
         return
-    budget = _seconds(config["trainer"].get("max_time"))
+    from minitrans.budget import max_time_seconds
+
+    budget = max_time_seconds(config["trainer"].get("max_time"))
     if choice == "auto" and budget is None:
         log.info("model_size auto: the run has no trainer.max_time, so no budget to size the model for; "
                  "model.config as given")
@@ -170,7 +178,38 @@ def _size_model(config, args: list[str]) -> None:
         config[f"model.config.{key}"] = value
     config["model.sizing"] = record
     dims = ", ".join(f"{k} {v}" for k, v in chosen.dims().items())
-    log.warning("Model size %s (%s): %s", chosen.name, dims, record["why"])
+    log.info("Model size %s (%s): %s", chosen.name, dims, record["why"])  # information, not a warning
+
+
+def _check_fresh_run_folder(config) -> None:
+    """A new run (no ``--resume``) into a checkpoint folder that holds checkpoints would mix two
+    runs: Lightning writes ``last-v1.ckpt`` beside the first run's ``last.ckpt`` and replaces
+    ``best.ckpt``, and ``--resume .../last.ckpt`` then resumes the wrong run. Refuse it,
+    naming the folder and the ways out."""
+    folder = (config.get("checkpoint") or {}).get("dirpath")
+    if not folder or not Path(folder).is_dir():
+        return
+    found = sorted(p.name for p in Path(folder).glob("*.ckpt"))
+    if found:
+        shown = ", ".join(found[:3]) + (" ..." if len(found) > 3 else "")
+        raise UsageError(f"checkpoint.dirpath {folder} already holds another run's checkpoints ({shown}): a new run "
+                         f"there would mix the two. Continue that run with --resume {Path(folder) / 'last.ckpt'}, "
+                         "give this one its own folder (--checkpoint.dirpath NEW_FOLDER), or move the old one away.")
+
+
+def _check_a_checkpoint_was_written(trainer) -> None:
+    """A fit that ended without writing any checkpoint (a budget spent before the first
+    validation, ``max_steps: 0``) is a failure, not a run: say so and exit 1."""
+    if not trainer.is_global_zero or not trainer.checkpoint_callbacks or trainer.fast_dev_run:
+        return  # checkpointing turned off, or a smoke run: nothing was asked to be written
+    written = [c for c in trainer.checkpoint_callbacks
+               if getattr(c, "last_model_path", "") or getattr(c, "best_model_path", "")]
+    if not written:
+        from minitrans.errors import MinitransError
+
+        raise MinitransError(f"training stopped after {trainer.global_step} steps without writing a checkpoint: no "
+                             "model was made. Give it a longer budget (trainer.max_time, trainer.max_steps) or "
+                             "validate sooner (trainer.val_check_interval).")
 
 
 def torch_float32():
@@ -203,20 +242,6 @@ def _dimensions_given(args: list[str]) -> str | None:
                 if found:
                     return found
     return None
-
-
-def _seconds(max_time) -> float | None:
-    """``trainer.max_time`` (``DD:HH:MM:SS``, a timedelta or its keywords) in seconds."""
-    from datetime import timedelta
-
-    if max_time is None:
-        return None
-    if isinstance(max_time, timedelta):
-        return max_time.total_seconds()
-    if isinstance(max_time, dict):
-        return timedelta(**max_time).total_seconds()
-    days, hours, minutes, seconds = (int(x) for x in str(max_time).split(":"))
-    return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds).total_seconds()
 
 
 def _probe_settings(config) -> tuple:

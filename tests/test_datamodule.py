@@ -124,3 +124,57 @@ def test_16b_a_second_build_waits_and_never_deletes_the_first_cache(tmp_path):
     assert fills == ["first"] and returned == {"first": True, "second": False}
     assert (path / "data.txt").read_text() == "first" and datacache.read_report(path)["by"] == "first"
     assert not [p for p in path.parent.iterdir() if ".tmp" in p.name]
+
+
+# -- issue #59, item 18: a split the user does not want -----------------------------------------
+def _own_data(tmp_path, n=300):
+    from conftest import synthetic_pairs
+
+    train = tmp_path / "mine.tsv"
+    train.write_text("".join(f"{en}\t{fr}\n" for en, fr in synthetic_pairs(n, seed=59)), encoding="utf-8")
+    valid = tmp_path / "valid.tsv"
+    valid.write_text("".join(f"{en}\t{fr}\n" for en, fr in synthetic_pairs(20, seed=60)), encoding="utf-8")
+    return train, valid
+
+
+@pytest.mark.hostile
+def test_no_test_split_wanted_is_simply_absent(tmp_path):
+    """``data.test_size: 0`` with the user's own valid file: prepare and setup work (twice:
+    the cache holds no empty split that fails the next run), and there is no test split."""
+    from conftest import make_datamodule
+
+    train, valid = _own_data(tmp_path)
+    for _ in range(2):
+        dm = make_datamodule(tmp_path, tmp_path / "cache", dataset="tsv",
+                             files={"train": str(train), "valid": str(valid)}, test_size=0, valid_size=0,
+                             vocab_size=320)
+        dm.prepare_data()
+        dm.setup("fit")
+        assert "valid" in dm.splits and "test" not in dm.splits and len(dm.splits["train"]) > 200
+    assert next(iter(dm.val_dataloader()))
+
+
+@pytest.mark.hostile
+def test_an_empty_validation_split_is_one_line(tmp_path):
+    from conftest import make_datamodule
+
+    from minitrans.errors import DataError
+
+    train, valid = _own_data(tmp_path)
+    valid.write_text("", encoding="utf-8")  # the user's valid file, empty
+    dm = make_datamodule(tmp_path, tmp_path / "cache", dataset="tsv", files={"train": str(train), "valid": str(valid)},
+                         test_size=0, valid_size=0, vocab_size=320)
+    with pytest.raises(DataError, match="is empty"):
+        dm.prepare_data()
+
+
+def test_an_empty_split_an_older_cache_kept_is_read_as_absent(tmp_path):
+    import datasets
+
+    from minitrans.datacache import is_empty_split
+
+    datasets.Dataset.from_dict({"a": []}).save_to_disk(str(tmp_path / "test"))
+    datasets.Dataset.from_dict({"a": [1]}).save_to_disk(str(tmp_path / "valid"))
+    assert is_empty_split(tmp_path / "test") and not is_empty_split(tmp_path / "valid")
+    with pytest.raises(IndexError):  # why: datasets cannot load what it saved
+        datasets.load_from_disk(str(tmp_path / "test"))

@@ -401,3 +401,69 @@ def test_a_fused_optimizer_is_clipped_as_lightning_clips(algorithm):
     for p, e in zip(params, expected):
         torch.testing.assert_close(p.grad, e)
     assert not torch.equal(params[0].grad, grads[0])  # it did clip
+
+
+# -- issue #59 (hostile round 4): the budget and the run folder ------------------------------
+@pytest.mark.hostile
+@pytest.mark.parametrize("value", ["0", "abc", "00:00:00:1.5", "00:00:00:-5", "9999999999:00:00:00",
+                                   "00:00:00:00", "{seconds: -5}", "{fortnights: 1}", "{seconds: soon}"])
+def test_a_budget_that_is_not_a_positive_duration_is_one_line(capsys, tmp_path, prepared, value):
+    from conftest import run_main
+
+    cfg = write_config(tmp_path, prepared)
+    cfg.write_text(cfg.read_text().replace("  max_steps: 6\n", f"  max_steps: 6\n  max_time: {value}\n"))
+    code, _, err = run_main(capsys, "train", "--config", cfg)
+    assert code in (1, 2) and "trainer.max_time" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "ckpt").exists()
+
+
+def test_one_parser_reads_every_budget_lightning_reads():
+    from datetime import timedelta
+
+    from lightning.pytorch.callbacks import Timer
+
+    from minitrans.budget import max_time_seconds
+
+    for value in ("00:00:10:00", "1:02:03:04", "400:00:00:00", timedelta(minutes=3), {"minutes": 2, "seconds": 1.5}):
+        assert max_time_seconds(value) == Timer(duration=value)._duration
+    assert max_time_seconds(None) is None
+
+
+@pytest.mark.hostile
+def test_a_fit_that_writes_no_checkpoint_fails(capsys, tmp_path, prepared):
+    """Issue #59, item 9: a run that ended before any checkpoint exits 1 with one line, not 0."""
+    from conftest import run_main
+
+    cfg = write_config(tmp_path, prepared)
+    code, _, err = run_main(capsys, "train", "--config", cfg, "--trainer.max_steps", "0")
+    assert code == 1 and "without writing a checkpoint" in err and "Traceback" not in err
+
+
+@pytest.mark.hostile
+def test_a_second_fresh_run_into_a_run_folder_is_refused(capsys, tmp_path, prepared):
+    """Issue #59, item 7: Lightning would write last-v1.ckpt beside the first run's last.ckpt."""
+    from conftest import run_main
+
+    cfg = write_config(tmp_path, prepared)
+    assert run_main(capsys, "train", "--config", cfg)[0] == 0
+    before = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    stamp = (tmp_path / "ckpt" / "best.ckpt").stat().st_mtime_ns
+    code, _, err = run_main(capsys, "train", "--config", cfg)
+    assert code == 2 and "already holds another run's checkpoints" in err and "--resume" in err
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == before
+    assert (tmp_path / "ckpt" / "best.ckpt").stat().st_mtime_ns == stamp
+    code, _, err = run_main(capsys, "train", "--config", cfg, "--trainer.max_steps", "9",
+                            "--resume", tmp_path / "ckpt" / "last.ckpt")  # continuing it is still allowed
+    assert code == 0, err and not list((tmp_path / "ckpt").glob("*-v1.ckpt"))
+
+
+@pytest.mark.hostile
+def test_the_size_probes_choice_is_information_not_a_warning(tmp_path, prepared, caplog):
+    import logging
+
+    from minitrans.train_cli import _size_model
+
+    config = {"model_size": "xs", "trainer": {}, "data": {}}
+    with caplog.at_level(logging.INFO, logger="minitrans"):
+        _size_model(config, [])
+    assert [r.levelname for r in caplog.records if "Model size" in r.getMessage()] == ["INFO"]
