@@ -321,7 +321,11 @@ class Api:
         """What LibreTranslate's front ends read before they show their page (the default direction)."""
         source, target = self.directions[0]
         keys = bool(self.settings.api_keys)
-        return {"charLimit": self.settings.max_request_chars, "frontendTimeout": 500, "apiKeys": keys,
+        limits = self.settings
+        return {"charLimit": limits.max_request_chars, "frontendTimeout": 500, "apiKeys": keys,
+                # minitrans's own: what one /v1 request may hold, so a page splits long input within it
+                "limits": {"maxSentences": min(limits.max_sentences, limits.max_queue), "maxChars": limits.max_chars,
+                           "maxRequestChars": limits.max_request_chars},
                 "keyRequired": keys, "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
                 "language": {"source": {"code": source, "name": name(source)},
                              "target": {"code": target, "name": name(target)}}}

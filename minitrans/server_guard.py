@@ -1,9 +1,11 @@
 """The server's guards, in front of every route by construction: keys, body size, slow clients.
 
 * :class:`RequestGuard`, an ASGI middleware around the whole app: a request whose
-  ``Content-Length`` passes :attr:`~ServerSettings.max_body_bytes` is refused (413) before a byte
-  of its body is read, and a body sent without one is counted as it arrives; a body that does not
-  arrive within ``read_timeout_s`` is 408. With ``--api-keys``, every route but
+  ``Content-Length`` passes :attr:`~ServerSettings.max_body_bytes` is refused (413) before any of
+  its body reaches a route, and a body sent without one is counted as it arrives; the refused
+  body is read and dropped (up to :data:`DRAIN_BYTES`, within ``read_timeout_s``) before the 413
+  is sent, so that the client, still sending, can read it; a body that does not arrive within
+  ``read_timeout_s`` is 408. With ``--api-keys``, every route but
   :data:`~minitrans.server_settings.PUBLIC_PATHS` needs a key, checked from the headers first
   (``X-API-Key``): a request without one is refused (401) before its body is read or validated.
   LibreTranslate's routes also take ``api_key`` from the query string or the body, as its
@@ -38,6 +40,8 @@ QUIET_S = 10.0
 #: connection cap: for the listening socket, model files, logs, and connections accepted at once.
 BACKLOG = 128
 RESERVED_FILES = 64 + BACKLOG
+#: A refused body is read (and dropped) up to this size before the 413, so the client reads it.
+DRAIN_BYTES = 32 << 20
 
 
 def is_public(path: str) -> bool:
@@ -68,6 +72,8 @@ class RequestGuard:
                 await _reply(scope, receive, send, 400, "the Content-Length header is not a number", libre)
                 return
             if int(length) > settings.max_body_bytes:
+                if int(length) <= DRAIN_BYTES:  # read and drop it, so that the client can read the 413
+                    await _drain(receive, 0, settings)
                 await _reply(scope, receive, send, 413, _too_large(int(length), settings), libre)
                 return
         guarded = bool(settings.api_keys) and not is_public(path)
@@ -111,11 +117,34 @@ class RequestGuard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > settings.max_body_bytes:
+                if message.get("more_body", False):
+                    await _drain(receive, size, settings)
                 await _reply(scope, receive, send, 413, _too_large(size, settings, more=True), libre)
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+async def _drain(receive, size: int, settings: ServerSettings) -> None:
+    """Read and drop the rest of a body that is refused, up to :data:`DRAIN_BYTES` in all and
+    ``read_timeout_s``: a server that answers and closes while the client is still sending
+    resets the connection, and the client never reads the 413 (a 10 MB request got
+    ``ConnectionResetError``). Beyond the bound it answers anyway, as a server must."""
+    deadline = asyncio.get_running_loop().time() + settings.read_timeout_s
+    while size <= DRAIN_BYTES:
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            return
+        try:
+            message = await asyncio.wait_for(receive(), timeout=remaining)
+        except asyncio.TimeoutError:
+            return
+        if message["type"] != "http.request":
+            return
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 def _too_large(size: int, settings: ServerSettings, more: bool = False) -> str:

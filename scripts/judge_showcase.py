@@ -15,6 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from minitrans.textio import read_lines
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -50,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verdicts", type=Path, default=HERE / "showcase.verdicts.tsv")
     args = parser.parse_args(argv)
     try:
-        english = args.source.read_text(encoding="utf-8").splitlines()
-        french = args.translations.read_text(encoding="utf-8").splitlines()
+        # minitrans's reader: a byte-order mark is no text, lines end at \n only (never U+2028)
+        english = read_lines(args.source, "Showcase file")
+        french = read_lines(args.translations, "Translations file")
         results = judge(english, french, load_verdicts(args.verdicts))
     except (OSError, ValueError) as err:
         print(f"judge_showcase: {err}", file=sys.stderr)

@@ -456,6 +456,24 @@ def test_9_line_separators_leave_no_paragraph_untranslated(separator):
 
 
 @pytestmark_hostile
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\r"])
+def test_a_line_separator_inside_a_cue_line_does_not_split_its_sentence(separator):
+    """Issue #59, item 15: "The dog runs\u2028in the park." came back as two sentences
+    ("Le chien court Le parc."); the cue's line is one line, its sentence one sentence."""
+    seen = []
+
+    def model(texts):
+        seen.extend(texts)
+        return [t.upper() for t in texts]
+
+    subs = f"1\n00:00:01,000 --> 00:00:02,000\nThe dog runs{separator}in the park.\n"
+    out = srt_format.translate(subs, model)
+    assert seen == ["The dog runs in the park."]
+    assert srt_format.read(out)[1][0].lines == ["THE DOG RUNS IN THE PARK."]
+    assert srt_format.translate(subs, lambda t: t) == subs  # identity: byte for byte, separator kept
+
+
+@pytestmark_hostile
 def test_9_a_run_that_cannot_be_placed_is_reported(caplog, monkeypatch):
     from minitrans.formats import markdown as md_format
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import launch_chromium, start_server, synthetic_pairs
+from conftest import launch_chromium, needs_chromium, served_page, start_server, synthetic_pairs
 from minitrans import Translator
 
 fastapi = pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
@@ -315,3 +315,28 @@ def test_jobs_with_other_settings_wait_in_arrival_order(translator):
     assert [j.sentences[0] for j in gathered] == ["z", "a", "c"] and not stop
     worker._jobs.put(job("d", 2))
     assert [worker._next().sentences[0] for _ in range(2)] == ["b", "d"]
+
+
+@needs_chromium
+@pytest.mark.hostile
+def test_the_page_splits_long_input_within_the_servers_limits(trained_checkpoint):
+    """Issue #59, item 16: more sentences than one request may hold (here --max-sentences 4) came
+    back as a 413 in the page; item 6: a sentence cut to the model's length is said."""
+    paragraph = " ".join(en for en, _ in synthetic_pairs(11, 54))
+    lines = [en for en, _ in synthetic_pairs(5, 55)] + [paragraph]
+    long = " and ".join(["the dog sees the old tree near the river"] * 40) + "."
+    with served_page(trained_checkpoint, "--max-sentences", "4", "--beam", "1", "--precision", "fp32") as page:
+        page.fill("#source", "\n".join(lines + [long]))
+        page.fill("#beam", "1")
+        page.fill("#nbest", "1")
+        page.click("#translate")
+        page.wait_for_function("document.querySelectorAll('#results > li').length === 7", timeout=60_000)
+        assert page.locator("#error").is_hidden()
+        got = [t.strip() for t in page.locator("#results > li .best").all_inner_texts()]
+        assert "requests)" in page.inner_text("#latency")
+        assert page.locator("#results > li:nth-child(6) .sentence").count() == 11
+        notes = [page.locator(f"#results > li:nth-child({i}) .truncated").count() for i in range(1, 8)]
+    translator = Translator.load(trained_checkpoint, "native", precision="fp32")
+    want = translator.translate(lines + [long], beam_size=1)
+    assert got[:5] == want[:5] and got[5] == want[5]  # the paragraph, sent in pieces, as it is whole
+    assert notes == [0, 0, 0, 0, 0, 0, 1]

@@ -76,10 +76,12 @@ def test_a_large_content_length_is_refused_before_the_body_is_read():
 
 
 def test_a_chunked_body_is_counted_and_stopped_at_the_limit():
+    """Refused at the limit; the rest is read and dropped (issue #59, item 14: the client can
+    read the 413), never passed on."""
     settings = ServerSettings(max_sentences=2, max_chars=100)  # max_body_bytes is small
-    chunks = [_chunk(b"x" * 20_000)] * 100
+    chunks = [_chunk(b"x" * 20_000)] * 99 + [_chunk(b"x", more=False)]
     status, body, reached, read = _call(settings, "/v1/translate", {}, chunks)
-    assert status == 413 and not reached and read <= settings.max_body_bytes // 20_000 + 1
+    assert status == 413 and not reached and read == 100
     status, _, reached, _ = _call(settings, "/v1/translate", {}, [_chunk(b"{}", more=False)])
     assert status == 200 and reached == [b"{}"]
 
@@ -227,3 +229,29 @@ def test_half_sent_requests_do_not_take_the_server_down(trained_checkpoint, tmp_
         proc.wait(timeout=30)
     text = log.read_text()
     assert "Traceback" not in text and os.path.getsize(log) < 20_000, text[-3000:]
+
+
+@pytest.mark.hostile
+def test_a_client_sending_a_body_over_the_limit_reads_the_413(trained_checkpoint):
+    """Issue #59, item 14: a 10 MB request to a real server ended in the client's
+    ConnectionResetError (the server answered and closed while the client was still sending)."""
+    import urllib.error
+    import urllib.request
+
+    from conftest import start_server
+
+    proc, url = start_server(trained_checkpoint, "--engine", "native")
+    try:
+        for body, headers in ((b'{"q": "' + b"x" * 10_000_000 + b'"}', {"Content-Type": "application/json"}),
+                              (iter([b'{"q": "'] + [b"x" * 1_000_000] * 10 + [b'"}']),
+                               {"Content-Type": "application/json", "Transfer-Encoding": "chunked"})):
+            request = urllib.request.Request(f"{url}/v1/translate", data=body, headers=headers, method="POST")
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(request, timeout=60)
+            assert err.value.code == 413 and "Split the request" in json.load(err.value)["detail"]
+        ok = urllib.request.urlopen(urllib.request.Request(
+            f"{url}/v1/translate", data=b'{"q": "The cat."}', headers={"Content-Type": "application/json"}), timeout=60)
+        assert ok.status == 200  # the server still serves
+    finally:
+        proc.terminate()
+        proc.wait(60)

@@ -42,6 +42,19 @@ def test_counts_right_wrong_and_new(tmp_path):
     assert " 11 new   Il est quelle heure ?" in run.stdout
 
 
+@pytest.mark.hostile
+@pytest.mark.parametrize("prefix", ["\ufeff", ""])
+def test_a_file_that_starts_with_a_bom_or_holds_a_line_separator_counts_alike(tmp_path, prefix):
+    """Issue #59, item 8: a BOM (as Windows editors write) made line 1 unknown, 16 instead of 17;
+    U+2028 inside a line must not split it."""
+    french = right_answers()
+    french[10] = "Il est quelle\u2028heure ?"  # one line holding a line separator: new, not two lines
+    out = tmp_path / "showcase.fr"
+    out.write_text(prefix + "\n".join(french) + "\r\n", encoding="utf-8")
+    run = subprocess.run([sys.executable, str(SCRIPT), str(out)], capture_output=True, text=True, check=True)
+    assert run.stdout.splitlines()[-1] == "right 21 of 22 (wrong 0, not judged yet 1)"
+
+
 def test_a_short_file_is_a_one_line_error(tmp_path):
     out = tmp_path / "showcase.fr"
     out.write_text("Je ne parle pas français.\n", encoding="utf-8")

@@ -369,6 +369,28 @@ def test_page_in_chromium(static_server, trained_checkpoint):
 
 
 @needs_chromium
+@pytest.mark.hostile
+def test_page_says_when_a_sentence_was_cut(static_server):
+    """Issue #59, item 6: the page translated only the start of an over-long sentence and said
+    nothing (the CLI warns, /v1 says `truncated`)."""
+    from playwright.sync_api import sync_playwright
+
+    long = " and ".join(["the dog sees the old tree near the river"] * 40) + "."
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        page = browser.new_page()
+        page.goto(f"{static_server}/fp32/")
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        page.fill("#source", f"The cat eats the bread.\n{long}")
+        page.click("#translate")
+        page.wait_for_function("document.querySelectorAll('#results > li').length === 2", timeout=60_000)
+        notes = [page.locator(f"#results > li:nth-child({i}) .truncated").count() for i in (1, 2)]
+        text = page.inner_text("#results > li:nth-child(2) .truncated")
+        browser.close()
+    assert notes == [0, 1] and "too long" in text
+
+
+@needs_chromium
 def test_page_says_why_it_cannot_run(static_server, exported):
     """Opened as a file, or in a browser without WebAssembly SIMD: one clear message, no crash."""
     from playwright.sync_api import sync_playwright

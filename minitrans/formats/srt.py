@@ -92,6 +92,9 @@ def _edges(line: str) -> tuple[str, str, str]:
     return (m.group(1), m.group(2), m.group(3)) if m else ("", line, "")
 
 
+_INLINE_BREAKS = str.maketrans({"\u2028": " ", "\u2029": " ", "\r": " "})
+
+
 def translate(document: str, translate_texts: TranslateTexts, lang: str = "en") -> str:
     """The subtitles with every cue's text translated (see the module's docstring)."""
     preamble, cues = read(document)
@@ -103,7 +106,10 @@ def translate(document: str, translate_texts: TranslateTexts, lang: str = "en") 
             stream += " "
         bounds.append((len(stream), len(stream) + len(text)))
         stream += text
-    seg = segment.split(stream, lang)
+    # A cue line is one line (split on \n only): a U+2028, U+2029 or lone \r inside it is no
+    # sentence end, so the splitter reads it as the space it stands for (same length, so the
+    # offsets hold; an unchanged sentence still gives back the cue's own characters).
+    seg = segment.split(stream.translate(_INLINE_BREAKS), lang)
     translations = translate_texts(seg.sentences) if seg.sentences else []
     per_cue: list[list[str]] = [[] for _ in cues]
     at = 0

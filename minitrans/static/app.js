@@ -35,7 +35,64 @@ async function loadModelInfo() {
     showModel();
     const settings = await (await fetch("/frontend/settings")).json();
     $("api-key-label").hidden = !settings.keyRequired;  // minitrans serve --api-keys
+    if (settings.limits) limits = settings.limits;
   } catch (e) { /* the page works without it */ }
+}
+
+// What one request may hold (/frontend/settings' limits); long input is sent in several requests.
+let limits = { maxSentences: 64, maxChars: 2000, maxRequestChars: 128000 };
+// Where a paragraph may be cut between two requests: after an end mark (and closing quotes), before a space.
+const SENTENCE_END = /(?<=[.!?…。！？]["'»”)\]]*)\s+/g;
+const WINDOW = 500;  // minitrans.segment.WINDOW: the longest stretch the server's splitter reads at once
+
+// A paragraph cut into pieces of at most `n` sentences (as the end marks count them) and `chars`
+// characters, each with the gap that followed it: [{text, gap}]. The server splits each piece again.
+function cut(text, n, chars) {
+  const parts = [];
+  let at = 0;
+  for (const m of text.matchAll(SENTENCE_END)) {
+    parts.push({ text: text.slice(at, m.index), gap: m[0] });
+    at = m.index + m[0].length;
+  }
+  parts.push({ text: text.slice(at), gap: "" });
+  // A part longer than the server's splitter window (500 characters) is several sentences to it:
+  // cut it where the server does, after the last space of each window.
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i];
+    if (part.text.length <= WINDOW) continue;
+    const space = part.text.lastIndexOf(" ", WINDOW - 1);
+    const at = space > 0 ? space + 1 : WINDOW;
+    parts.splice(i, 1, { text: part.text.slice(0, at).trimEnd(), gap: part.text.slice(0, at).match(/\s*$/)[0] },
+                 { text: part.text.slice(at), gap: part.gap });
+  }
+  const pieces = [];
+  for (const part of parts) {
+    const last = pieces[pieces.length - 1];
+    if (last && last.count < n && last.text.length + last.gap.length + part.text.length <= chars) {
+      last.text += last.gap + part.text;
+      last.gap = part.gap;
+      last.count += 1;
+    } else {
+      pieces.push({ ...part, count: 1 });
+    }
+  }
+  return pieces;
+}
+
+// One paragraph's result from its pieces' results, as the server would have given it whole.
+function merge(source, pieces, parts) {
+  if (parts.length === 1) return parts[0];
+  const sentences = parts.flatMap((p) => (p.sentences && p.sentences.length ? p.sentences : [p]));
+  const scores = sentences.map((s) => s.score).filter((s) => s !== null && s !== undefined);
+  const k = Math.max(...parts.map((p) => p.nbest.length));
+  const join = (texts) => texts.map((t, i) => t + pieces[i].gap).join("");
+  const nbest = Array.from({ length: k }, (_, j) => ({
+    translation: join(parts.map((p) => (p.nbest[Math.min(j, p.nbest.length - 1)] || p).translation)),
+    score: null }));
+  return { source, translation: join(parts.map((p) => p.translation)), sentences, nbest,
+           score: scores.length ? scores.reduce((a, b) => a + b, 0) / scores.length : null,
+           truncated: parts.some((p) => p.truncated), low_confidence: parts.some((p) => p.low_confidence),
+           confidence: null };
 }
 
 async function translate() {
@@ -43,8 +100,7 @@ async function translate() {
   const lines = $("source").value.split("\n").filter((line) => line.trim());
   if (!lines.length) return;
   const [source, target] = $("direction").value.split("-");
-  const body = { q: lines, beam: Number($("beam").value), nbest: Number($("nbest").value),
-                 attention: withAttention, source, target };
+  const options = { beam: Number($("beam").value), nbest: Number($("nbest").value), source, target };
   $("translate").disabled = true;
   $("error").hidden = true;
   const started = performance.now();
@@ -52,21 +108,55 @@ async function translate() {
     const headers = { "Content-Type": "application/json" };
     if ($("api-key").value) headers["X-API-Key"] = $("api-key").value;
     const post = (b) => fetch("/v1/translate", { method: "POST", headers, body: JSON.stringify(b) });
-    let response = await post(body);
-    let data = await response.json();
-    if (response.status === 413 && body.attention && String(data.detail).includes("max_attention_values")) {
-      // Too much text for attention weights: translate it all the same, without the heatmap.
-      response = await post({ ...body, attention: false });
-      data = await response.json();
+    // Half the limits per request: the server's splitter may find more sentences than the end marks.
+    const perRequest = Math.max(1, Math.floor(limits.maxSentences / 2));
+    const charsPerRequest = Math.max(1, Math.floor(limits.maxRequestChars / 2));
+    const pieces = lines.map((line) => cut(line, perRequest, charsPerRequest));
+    const units = pieces.flatMap((ps, line) => ps.map((p, j) => ({ line, j, ...p })));
+    const groups = [];
+    for (const u of units) {
+      const g = groups[groups.length - 1];
+      if (g && g.count + u.count <= perRequest && g.chars + u.text.length <= charsPerRequest) {
+        g.units.push(u); g.count += u.count; g.chars += u.text.length;
+      } else {
+        groups.push({ units: [u], count: u.count, chars: u.text.length });
+      }
     }
-    if (!response.ok) {
-      const detail = Array.isArray(data.detail) ? data.detail.map((d) => `${d.loc.slice(-1)[0]}: ${d.msg}`).join("; ") : data.detail;
-      throw new Error(`${response.status}: ${detail}`);
+    const got = pieces.map((ps) => new Array(ps.length));
+    let done = 0, serverMs = 0, requests = 0, attention = withAttention;
+    const total = units.reduce((n, u) => n + u.count, 0);
+    while (groups.length) {
+      const group = groups.shift();
+      const body = { ...options, q: group.units.map((u) => u.text), attention };
+      let response = await post(body);
+      let data = await response.json();
+      if (response.status === 413 && body.attention && String(data.detail).includes("max_attention_values")) {
+        // Too much text for attention weights: translate it all the same, without the heatmap.
+        attention = false;
+        response = await post({ ...body, attention: false });
+        data = await response.json();
+      }
+      if (response.status === 413 && group.units.length > 1 && String(data.detail).includes("max_sentences")) {
+        // The server found more sentences than the end marks said: send the halves on their own.
+        const half = Math.ceil(group.units.length / 2);
+        groups.unshift({ units: group.units.slice(0, half), count: group.count, chars: 0 },
+                       { units: group.units.slice(half), count: 0, chars: 0 });
+        continue;
+      }
+      if (!response.ok) {
+        const detail = Array.isArray(data.detail) ? data.detail.map((d) => `${d.loc.slice(-1)[0]}: ${d.msg}`).join("; ") : data.detail;
+        throw new Error(`${response.status}: ${detail}`);
+      }
+      data.translations.forEach((t, i) => { got[group.units[i].line][group.units[i].j] = t; });
+      serverMs += data.latency_ms;
+      requests += 1;
+      done += group.units.reduce((n, u) => n + u.count, 0);
+      if (groups.length) $("latency").textContent = `translating… ${done} of ${total} sentences`;
     }
-    results = data.translations;
+    results = lines.map((line, i) => merge(line, pieces[i], got[i]));
     chosen = [Math.max(0, results.findIndex((r) => r.translation)), 0];
     $("latency").textContent = `${Math.round(performance.now() - started)} ms in the browser, ` +
-      `${data.latency_ms} ms on the server`;
+      `${Math.round(serverMs)} ms on the server` + (requests > 1 ? ` (${requests} requests)` : "");
     renderResults();
     renderAttention();
   } catch (e) {
@@ -107,6 +197,7 @@ function renderResults() {
     src.className = "src";
     src.textContent = r.source;
     li.append(best, src);
+    if (r.truncated) li.append(truncatedNote());
     if (r.nbest.length > 1) {
       // The best is shown above: list the others, each with its score, named.
       const alts = document.createElement("ol");
@@ -128,6 +219,16 @@ function renderResults() {
     li.addEventListener("click", () => { chosen = [i, 0]; renderResults(); renderAttention(); });
     list.append(li);
   });
+}
+
+// Said wherever a sentence was longer than the model reads: only its start was translated.
+function truncatedNote() {
+  const note = document.createElement("div");
+  note.className = "truncated";
+  note.setAttribute("role", "note");
+  note.textContent = "⚠ A sentence was too long for the model: only its start was translated. Split it into " +
+    "shorter sentences.";
+  return note;
 }
 
 // A search score, labelled: the length-normalised log-probability (higher is better; 0 is certain).

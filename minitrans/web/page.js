@@ -123,6 +123,14 @@ function renderResults() {
     src.className = "src";
     src.textContent = r.source;
     li.append(best, src);
+    if (r.sentences.some((s) => s.truncated)) {  // as the CLI warns and /v1 says `truncated`
+      const note = document.createElement("div");
+      note.className = "truncated";
+      note.setAttribute("role", "note");
+      note.textContent = "⚠ A sentence was too long for the model: only its start was translated. Split it into " +
+        "shorter sentences.";
+      li.append(note);
+    }
     li.addEventListener("click", () => { chosen = [i, 0]; renderResults(); renderAttention(); });
     list.append(li);
   });
