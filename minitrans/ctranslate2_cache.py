@@ -130,6 +130,9 @@ def in_use(checkpoint: str | os.PathLike) -> Iterator[Path]:
                 discard(folder, EXPORT_FILES)
             except (UntrustedCache, OSError) as err:  # not ours to remove: convert privately
                 folder, shared = private_fallback(KIND, str(err)) / folder.name, False
+                if is_valid(folder, sha):  # converted privately before, in this process
+                    yield folder
+                    return
         export_ctranslate2(checkpoint, folder, "float32")
         if not is_valid(folder, sha):  # the checkpoint changed while it was read
             raise CheckpointError(f"{checkpoint} changed while it was converted for CTranslate2; try again.")

@@ -100,25 +100,45 @@ def read_report(path: Path) -> dict:
     return json.loads((path / DONE).read_text())
 
 
-def build(path: Path, fill: Callable[[Path, Path], dict[str, Any]]) -> bool:
+def build(path: Path, fill: Callable[[Path, Path], dict[str, Any]], sources: list[Path] = ()) -> bool:
     """Build the cache at ``path`` with ``fill(folder, scratch)``, which writes the cache's
     files into ``folder`` (``scratch`` is for intermediate files and is deleted after) and
     returns the report to record. Returns False when another process published the same
-    cache first (it is complete and equal; this process waited for it and built nothing)."""
+    cache first (it is complete and equal; this process waited for it and built nothing).
+    The cache is no more readable than its ``sources``: built from a ``chmod 600`` corpus, its
+    folder is ``0700`` from the start (the user's pairs, tokenised, are the user's)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path.with_name(f"{path.name}.lock"))):
         if is_ready(path):
             return False
-        return _build_and_publish(path, fill)
+        return _build_and_publish(path, fill, _private(sources))
 
 
-def _build_and_publish(path: Path, fill: Callable[[Path, Path], dict[str, Any]]) -> bool:
+def _private(sources: list[Path]) -> bool:
+    """Whether any source file may not be read by everyone who may read its folder's copies:
+    one that group or others cannot read."""
+    import stat
+
+    for source in sources:
+        try:
+            mode = os.stat(source).st_mode
+        except OSError:
+            continue
+        if not mode & stat.S_IROTH or not mode & stat.S_IRGRP:
+            return True
+    return False
+
+
+def _build_and_publish(path: Path, fill: Callable[[Path, Path], dict[str, Any]], private: bool = False) -> bool:
     """:func:`build`'s work, under its lock."""
     started = time.perf_counter()
     for stale in path.parent.glob(f"{path.name}.tmp*"):  # killed builds' folders: nobody else holds the lock
         shutil.rmtree(stale, ignore_errors=True)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
     scratch = tmp / "_build"
+    tmp.mkdir()
+    if private:  # before a byte of the user's text is written in it
+        os.chmod(tmp, 0o700)
     scratch.mkdir(parents=True)
     try:
         report = fill(tmp, scratch)

@@ -250,7 +250,8 @@ class TranslationDataModule(L.LightningDataModule):
             return
         log.info("Preparing %s (cache %s)...", self.hparams.dataset, path)
         plan = self._plan()
-        if not datacache.build(path, lambda folder, scratch: datacache.fill(plan, folder, scratch)):
+        if not datacache.build(path, lambda folder, scratch: datacache.fill(plan, folder, scratch),
+                               self._source_files()):
             log.info("Another process prepared %s at the same time; using its cache.", path)
             return
         done = datacache.read_report(path)

@@ -58,9 +58,10 @@ def limit_bytes() -> int:
         value = float(text)
     except ValueError:
         value = -1.0
-    if value < 0:
-        raise MinitransError(f"MINITRANS_CACHE_MB={text!r} is not a size in MiB; set it to a number such as 1024 "
-                             "(0 keeps only the conversion in use).")
+    if not 0 <= value < 1e12:  # a bad bound never stops a translation: said, and the default kept
+        log.warning("MINITRANS_CACHE_MB=%r is not a size in MiB (a number such as 1024; 0 keeps only the "
+                    "conversion in use); bounding the cache at the default, %d MiB.", text, DEFAULT_LIMIT_MB)
+        return DEFAULT_LIMIT_MB << 20
     return int(value * (1 << 20))
 
 
@@ -176,6 +177,13 @@ def folder_size(folder: Path) -> int:
     return sum(p.lstat().st_size for p in folder.rglob("*") if not p.is_symlink() and p.is_file())
 
 
+def _last_used(entry: Path) -> float:
+    try:
+        return entry.stat().st_mtime
+    except OSError:  # removed meanwhile by another process
+        return 0.0
+
+
 def touch(entry: Path) -> None:
     """Mark ``entry`` as just used (its modification time orders eviction)."""
     try:
@@ -193,13 +201,13 @@ def evict(folder: Path, limit: int, keep: Path, try_lock) -> list[Path]:
     sizes = {p: folder_size(p) for p in entries}
     total = sum(sizes.values())
     removed = []
-    for entry in sorted(entries, key=lambda p: p.stat().st_mtime):
+    for entry in sorted(entries, key=_last_used):
         if total <= limit:
             break
         if entry == keep:
             continue
         with try_lock(entry) as held:
-            if not held:
+            if not held or not entry.is_dir():
                 continue
             shutil.rmtree(entry, ignore_errors=True)
         total -= sizes[entry]

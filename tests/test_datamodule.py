@@ -178,3 +178,22 @@ def test_an_empty_split_an_older_cache_kept_is_read_as_absent(tmp_path):
     assert is_empty_split(tmp_path / "test") and not is_empty_split(tmp_path / "valid")
     with pytest.raises(IndexError):  # why: datasets cannot load what it saved
         datasets.load_from_disk(str(tmp_path / "test"))
+
+
+@pytest.mark.hostile
+def test_a_private_corpus_gives_a_private_cache(tmp_path):
+    """Issue #59, item 3: the copies minitrans makes unasked are no more readable than what
+    they came from (a chmod 600 corpus, tokenised into the data cache)."""
+    import os
+    import stat
+
+    from conftest import make_datamodule
+
+    train, valid = _own_data(tmp_path)
+    for private in (True, False):
+        os.chmod(train, 0o600 if private else 0o644)
+        dm = make_datamodule(tmp_path, tmp_path / f"cache-{private}", dataset="tsv", test_size=0, valid_size=0,
+                             files={"train": str(train), "valid": str(valid)}, vocab_size=320)
+        dm.prepare_data()
+        mode = stat.S_IMODE(os.stat(dm.cache_path).st_mode)
+        assert (mode & 0o077 == 0) == private, oct(mode)

@@ -230,7 +230,9 @@ def test_the_cache_command_lists_and_clears(root, trained_checkpoint, capsys):
     assert code == 0 and ctranslate2_cache.entries() == [] and "removed 1 conversion " in out
 
 
-def test_a_bad_cache_bound_is_one_line(root, monkeypatch):
-    monkeypatch.setenv("MINITRANS_CACHE_MB", "lots")
-    with pytest.raises(Exception, match="MINITRANS_CACHE_MB"):
-        usercache.limit_bytes()
+@pytest.mark.parametrize("value", ["lots", "-1", "nan", "inf"])
+def test_a_bad_cache_bound_is_said_and_the_default_kept(root, monkeypatch, caplog, value):
+    monkeypatch.setenv("MINITRANS_CACHE_MB", value)
+    with caplog.at_level(logging.WARNING):
+        assert usercache.limit_bytes() == usercache.DEFAULT_LIMIT_MB << 20
+    assert "MINITRANS_CACHE_MB" in caplog.text
