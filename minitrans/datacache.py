@@ -136,11 +136,11 @@ def _build_and_publish(path: Path, fill: Callable[[Path, Path], dict[str, Any]],
         shutil.rmtree(stale, ignore_errors=True)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
     scratch = tmp / "_build"
-    tmp.mkdir()
-    if private:  # before a byte of the user's text is written in it
-        os.chmod(tmp, 0o700)
-    scratch.mkdir(parents=True)
     try:
+        tmp.mkdir()
+        if private:  # before a byte of the user's text is written in it
+            os.chmod(tmp, 0o700)
+        scratch.mkdir(parents=True)
         report = fill(tmp, scratch)
         shutil.rmtree(scratch)
     except BaseException as err:  # nothing of a failed preparation stays behind
@@ -148,6 +148,8 @@ def _build_and_publish(path: Path, fill: Callable[[Path, Path], dict[str, Any]],
         full = disk_full(err)  # however deep a library wrapped it
         if full is not None:  # one line naming the cache, not a traceback
             raise write_failed(path, full) from None
+        if isinstance(err, OSError) and str(tmp) in str(err.filename or ""):  # the cache's own folder
+            raise write_failed(path, err) from None  # named as asked, never the temporary
         raise
     report["seconds"] = round(time.perf_counter() - started, 1)
     (tmp / DONE).write_text(json.dumps(report, indent=2))

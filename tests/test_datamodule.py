@@ -197,3 +197,20 @@ def test_a_private_corpus_gives_a_private_cache(tmp_path):
         dm.prepare_data()
         mode = stat.S_IMODE(os.stat(dm.cache_path).st_mode)
         assert (mode & 0o077 == 0) == private, oct(mode)
+
+
+@pytest.mark.hostile
+def test_a_cache_that_cannot_be_written_names_the_cache_not_its_temporary(tmp_path):
+    """Issue #59, item 12, for the data cache: every OSError of the build's own folder is the one
+    line naming the cache asked for."""
+    from minitrans import datacache
+    from minitrans.textio import WriteError
+
+    path = tmp_path / "cache" / "tsv-0123456789ab"
+
+    def fill(folder, scratch):
+        raise PermissionError(13, "Permission denied", str(folder / "train" / "data-00000.arrow"))
+
+    with pytest.raises(WriteError, match=rf"^cannot write {path}: Permission denied") as err:
+        datacache.build(path, fill)
+    assert ".tmp" not in str(err.value) and not list(path.parent.glob("*.tmp*"))
