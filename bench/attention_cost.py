@@ -20,7 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from minitrans.attention import scaled_dot_product_attention
+from minitrans.model.attention import scaled_dot_product_attention
 
 
 def timed(fn, repeats: int = 9) -> float:

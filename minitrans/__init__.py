@@ -3,11 +3,13 @@
 Public names: :class:`ModelConfig`, :class:`Transformer`, :class:`Translator`.
 """
 
+from minitrans import _moved
 from minitrans._version import __version__
-from minitrans.config import PRESETS, ModelConfig
-from minitrans.transformer import Transformer
+from minitrans.model.config import PRESETS, ModelConfig
+from minitrans.model.transformer import Transformer
 
 __all__ = ["ModelConfig", "PRESETS", "Transformer", "Translator", "__version__"]
+_moved.install()  # old import paths (minitrans.attention, ...) keep working for one release
 
 
 def __getattr__(name: str):

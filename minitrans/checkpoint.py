@@ -37,11 +37,11 @@ import torch
 
 from minitrans._version import __version__
 from minitrans import languages
-from minitrans.config import ModelConfig
+from minitrans.model.config import ModelConfig
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.textio import atomic_output, file_sha256, same_file, write_failed
 from minitrans.tokenizer import Tokenizer
-from minitrans.transformer import Transformer
+from minitrans.model.transformer import Transformer
 
 
 def save_atomic(obj: Any, path: str | os.PathLike) -> None:

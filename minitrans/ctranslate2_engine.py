@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from minitrans.config import ModelConfig
+from minitrans.model.config import ModelConfig
 from minitrans.engines import DEFAULT_MAX_TOKENS, check_stop, check_workers
 from minitrans.precision import Precision
 from minitrans.errors import CheckpointError, UsageError
@@ -188,7 +188,7 @@ class CTranslate2Engine:
     def parameter_count(self) -> int:
         """The native model's count for this config (built on the meta device: no memory, no
         weights), since CTranslate2 does not expose its tensors."""
-        from minitrans.transformer import Transformer
+        from minitrans.model.transformer import Transformer
 
         with torch.device("meta"):
             return sum(p.numel() for p in Transformer(self.config).parameters())

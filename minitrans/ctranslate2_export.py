@@ -2,7 +2,7 @@
 
 CTranslate2 is the C++ engine the field deploys Transformers with on CPUs (OpenNMT-py,
 fairseq and Marian export to it). Its ``TransformerSpec`` describes the same network as
-:class:`~minitrans.transformer.Transformer`; this module fills it from a checkpoint:
+:class:`~minitrans.model.transformer.Transformer`; this module fills it from a checkpoint:
 
 ========================================  ==================================================
 minitrans                                 CTranslate2 spec
@@ -42,7 +42,7 @@ from minitrans._version import __version__
 from minitrans.checkpoint import load_for_inference, published
 from minitrans.ctranslate2_engine import EXPORT_FILES, META_FILE, SPM_FILE, file_sha256, import_ctranslate2, is_export
 from minitrans.errors import UsageError
-from minitrans.layers import sinusoidal_table
+from minitrans.model.layers import sinusoidal_table
 from minitrans.textio import atomic_folder, check_replaceable_folder
 
 #: Rows of the written sinusoid table at least (see :func:`_stack_inputs`).

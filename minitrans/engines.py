@@ -39,7 +39,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from minitrans.config import ModelConfig
+from minitrans.model.config import ModelConfig
 from minitrans.errors import UsageError
 from minitrans.precision import Precision
 from minitrans.search import Hypothesis

@@ -17,7 +17,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from minitrans.cache import DecoderCache
+from minitrans.model.cache import DecoderCache
 from minitrans.errors import CheckpointError
 
 

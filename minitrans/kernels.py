@@ -1,12 +1,12 @@
 """Decoding kernels: the speed-ups a decoder needs and the paper does not, attached to a model
-from the decoding side so that :mod:`minitrans.attention` and :mod:`minitrans.transformer`
+from the decoding side so that :mod:`minitrans.model.attention` and :mod:`minitrans.model.transformer`
 read as the paper.
 
 * :class:`DecodingAttention` — multi-head attention as a decoder runs it without gradients:
   self-attention's three projections as one product (Q, K and V weights stacked; or the
   oneDNN-packed product :mod:`minitrans.prepack` sets), and for bf16 on a CPU the lean kernel
   :func:`inference_attention` instead of PyTorch's fused one. With gradients it is the paper's
-  :class:`~minitrans.attention.MultiHeadAttention`, unchanged.
+  :class:`~minitrans.model.attention.MultiHeadAttention`, unchanged.
 * :func:`for_decoding` — attach it to every attention module of a model (in place; the
   weights, their names and the checkpoint format do not change). The native engine, training's
   validation and the prepacking attach it.
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from minitrans.attention import MultiHeadAttention
+from minitrans.model.attention import MultiHeadAttention
 
 #: Rows shorter than this are softmaxed by hand in :func:`inference_attention`: PyTorch's CPU
 #: softmax takes a scalar loop below one AVX-512 vector of float32 (16), several times slower than
@@ -36,7 +36,7 @@ SHORT_ROWS = 16
 def inference_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
     """``softmax(Q Kᵀ / √d_k) V`` for bf16 inference on a CPU: the formula, lean.
 
-    :func:`~minitrans.attention.scaled_dot_product_attention` with only what inference needs:
+    :func:`~minitrans.model.attention.scaled_dot_product_attention` with only what inference needs:
     two batched products in the keys' number format, the scale, the mask and a float32 softmax.
     A decoding step has one query (or the K beam queries of a sentence) per row against a few
     dozen keys, and PyTorch's fused CPU kernel runs such problems several times slower than this
@@ -65,7 +65,7 @@ def inference_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
 
 
 class DecodingAttention(MultiHeadAttention):
-    """:class:`~minitrans.attention.MultiHeadAttention` with the decoder's speed-ups (see the
+    """:class:`~minitrans.model.attention.MultiHeadAttention` with the decoder's speed-ups (see the
     module notes). Made by :func:`for_decoding` from an existing module, never constructed: the
     parameters are the paper module's. ``packed_qkv``, when :mod:`minitrans.prepack` sets it, is
     ``[W_q; W_k; W_v]`` laid out for oneDNN."""
@@ -116,7 +116,7 @@ class DecodingAttention(MultiHeadAttention):
 
 
 def for_decoding(model: nn.Module) -> nn.Module:
-    """Give every :class:`~minitrans.attention.MultiHeadAttention` of ``model`` (a Transformer,
+    """Give every :class:`~minitrans.model.attention.MultiHeadAttention` of ``model`` (a Transformer,
     an ensemble of them) the decoder's speed-ups, in place; returns ``model``. Idempotent; with
     gradients enabled the model computes exactly as before."""
     for module in model.modules():
@@ -134,7 +134,7 @@ def refresh(model: nn.Module) -> None:
 
 
 def projection(model: nn.Module, vocab: Tensor) -> Callable[[Tensor], Tensor]:
-    """The output projection of a :class:`~minitrans.transformer.Transformer` over the target
+    """The output projection of a :class:`~minitrans.model.transformer.Transformer` over the target
     ids ``vocab`` (S,) only: states (B, T, D) -> logits (B, T, S), column j scoring piece
     ``vocab[j]`` (a vocabulary shortlist, :mod:`minitrans.shortlist`). Made once per decoding
     batch: it copies S rows of the matrix (packed anew when :mod:`minitrans.prepack` packed it)."""

@@ -124,7 +124,7 @@ def projected_smoothed_loss(states: Tensor, weight: Tensor, gold: Tensor, epsilo
 
 def teacher_forced_loss(model, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, epsilon: float,
                         pad_id: int = PAD_ID, block: int = BLOCK_ROWS) -> tuple[Tensor, Tensor, int]:
-    """The training loss of a :class:`~minitrans.transformer.Transformer` on one batch: the
+    """The training loss of a :class:`~minitrans.model.transformer.Transformer` on one batch: the
     decoder's states at the target positions that are not padding, projected and scored by
     :func:`projected_smoothed_loss`. Training, the size probe and the benchmark all call this.
 

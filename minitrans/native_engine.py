@@ -17,14 +17,14 @@ import torch
 
 from minitrans.batching import pad
 from minitrans.checkpoint import checkpoint_metadata, load_for_inference
-from minitrans.config import ModelConfig
+from minitrans.model.config import ModelConfig
 from minitrans.engines import DEFAULT_MAX_TOKENS, check_stop, check_workers, engine_for
 from minitrans.errors import UsageError
 from minitrans.kernels import for_decoding
 from minitrans.precision import Precision, choose, requested
 from minitrans.shortlist import Shortlist
 from minitrans.search import Hypothesis, beam_search, greedy_search
-from minitrans.transformer import Transformer
+from minitrans.model.transformer import Transformer
 from minitrans.workers import WorkerPool, default_workers
 
 

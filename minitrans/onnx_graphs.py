@@ -16,8 +16,8 @@ the tests that check them).
 
 The position of the new piece is the cache's length, so a step cannot be fed a position that
 disagrees with its cache. Both graphs are traced from minitrans's own modules (the
-embeddings, :class:`~minitrans.layers.Residual` blocks, projections and
-:func:`~minitrans.attention.scaled_dot_product_attention`), so they compute what
+embeddings, :class:`~minitrans.model.layers.Residual` blocks, projections and
+:func:`~minitrans.model.attention.scaled_dot_product_attention`), so they compute what
 :meth:`Transformer.encode` and :meth:`Transformer.decode` compute, one step at a time; the
 tests hold them to the native engine's greedy output. A row of the batch is one hypothesis:
 a beam search gives each beam its own row of the cross keys and values.
@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from minitrans.attention import scaled_dot_product_attention
+from minitrans.model.attention import scaled_dot_product_attention
 from minitrans.errors import UsageError
 from minitrans.vocab import BOS_ID
 

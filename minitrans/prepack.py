@@ -59,11 +59,11 @@ def _packed(linear: nn.Linear) -> PackedLinear:
 
 
 def prepack(model: nn.Module) -> nn.Module:
-    """Replace, in place, the Linear layers of a bf16 :class:`~minitrans.transformer.Transformer`
+    """Replace, in place, the Linear layers of a bf16 :class:`~minitrans.model.transformer.Transformer`
     and its output projection by :class:`PackedLinear` (see the module's docstring)."""
-    from minitrans.attention import MultiHeadAttention
+    from minitrans.model.attention import MultiHeadAttention
     from minitrans.kernels import for_decoding
-    from minitrans.layers import FeedForward
+    from minitrans.model.layers import FeedForward
 
     if not available(model):
         raise ValueError("prepack needs a bf16 model on a CPU with oneDNN bf16 support")

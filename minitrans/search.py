@@ -1,6 +1,6 @@
 """Greedy and beam search, batched over sentences (and beams), driven through the KV cache.
 
-Pure functions of a :class:`~minitrans.transformer.Transformer` (or an
+Pure functions of a :class:`~minitrans.model.transformer.Transformer` (or an
 :class:`~minitrans.ensemble.Ensemble`) and source ids. Each batch is encoded once; the
 cross-attention keys/values are computed at the first step, once per sentence (its beams
 share them), and kept in the cache; every later step feeds only the newest token. Beam
@@ -29,7 +29,7 @@ from torch import Tensor
 
 from minitrans.errors import UsageError
 from minitrans.kernels import projection
-from minitrans.masks import padding_mask
+from minitrans.model.masks import padding_mask
 from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID
 
 #: Length-penalty exponent used unless asked otherwise. Tuned on the Multi30k validation
@@ -225,7 +225,7 @@ def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_
     """Pick the most likely token at every step.
 
     Args:
-        model: A :class:`~minitrans.transformer.Transformer` (in eval mode).
+        model: A :class:`~minitrans.model.transformer.Transformer` (in eval mode).
         src: Source ids (B, S), eos-terminated, right-padded.
         max_len_a, max_len_b: Output length limit ``a · src_len + b`` per sentence.
         use_cache: Decode incrementally (True) or recompute the prefix each step.
@@ -273,7 +273,7 @@ def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float 
     """Beam search, batched over sentences and beams.
 
     Args:
-        model: A :class:`~minitrans.transformer.Transformer` (in eval mode).
+        model: A :class:`~minitrans.model.transformer.Transformer` (in eval mode).
         src: Source ids (B, S), eos-terminated, right-padded.
         beam_size: Live hypotheses kept per sentence (K).
         alpha: Length-penalty exponent α (0 = raw log-probability).

@@ -78,10 +78,10 @@ def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: 
     tokens (sentences of 16 pieces), forward, backward and Adam as training makes them (the
     blocked loss of :mod:`minitrans.loss`, AdamW fused in fp32), ``dtype`` autocast (None: fp32); the
     fastest of ``steps`` after one warm-up step."""
-    from minitrans.config import ModelConfig
+    from minitrans.model.config import ModelConfig
     from minitrans.loss import teacher_forced_loss
     from minitrans.precision import fused_adamw
-    from minitrans.transformer import Transformer
+    from minitrans.model.transformer import Transformer
 
     generator = torch.Generator().manual_seed(0)
     rows = max(1, max_tokens // 16)

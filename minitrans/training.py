@@ -24,7 +24,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from minitrans.batching import Batch
 from minitrans.checkpoint import (load_checkpoint, metadata, model_state, save_atomic, stored_config,
                                   stored_tokenizer, write_metadata)
-from minitrans.config import ModelConfig
+from minitrans.model.config import ModelConfig
 from minitrans.errors import ConfigError
 from minitrans.kernels import for_decoding, refresh
 from minitrans.loss import teacher_forced_loss
@@ -34,16 +34,16 @@ from minitrans.budget import spent
 from minitrans.schedule import budgeted, cosine, inverse_sqrt
 from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, greedy_search
 from minitrans.tokenizer import Tokenizer
-from minitrans.transformer import Transformer
+from minitrans.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
 
 
 class TranslationModule(L.LightningModule):
-    """Trains a :class:`~minitrans.transformer.Transformer`.
+    """Trains a :class:`~minitrans.model.transformer.Transformer`.
 
     Args:
-        config: The model's :class:`~minitrans.config.ModelConfig` (``vocab_size`` is linked
+        config: The model's :class:`~minitrans.model.config.ModelConfig` (``vocab_size`` is linked
             from the data module).
         label_smoothing: ε_ls of section 5.4 (paper: 0.1).
         lr_schedule: ``inverse_sqrt`` (the paper's), ``cosine``, or ``budget``: warm-up, then a

@@ -30,7 +30,7 @@ from minitrans.errors import CheckpointError, UsageError
 from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Hypothesis, check_decoding
 from minitrans.tokenizer import Tokenizer
 from minitrans.vocab import EOS_ID
-from minitrans.transformer import Transformer
+from minitrans.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ class Translator:
 
     @property
     def config(self):
-        """The model's :class:`~minitrans.config.ModelConfig`."""
+        """The model's :class:`~minitrans.model.config.ModelConfig`."""
         return self.engine.config
 
     @property

@@ -1,6 +1,6 @@
 """Scaled dot-product attention by hand, with honest numbers.
 
-Runs the project's own ``minitrans.attention.scaled_dot_product_attention`` on a
+Runs the project's own ``minitrans.model.attention.scaled_dot_product_attention`` on a
 three-token example, shows what the 1/√d_k factor really does, and a projected
 (W_Q, W_K, W_V) variant. ``--plot FILE.png`` saves heatmaps of the weights.
 
@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from minitrans.attention import scaled_dot_product_attention
+from minitrans.model.attention import scaled_dot_product_attention
 
 NAMES = ["A", "B", "C"]
 

@@ -267,3 +267,16 @@ def docs_site(tmp_path_factory):
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 
+
+def numpy_attention(q, k, v, mask=None):
+    """The formula transcribed in NumPy, float64: softmax(QKᵀ/√d_k) V (the independent reference
+    of the attention tests and the kernels' tests)."""
+    import numpy as np
+
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    w = np.exp(scores)
+    w = w / w.sum(axis=-1, keepdims=True)
+    return w @ v, w

@@ -84,31 +84,40 @@ def test_the_model_core_loads_no_sentencepiece(module):
     """``import minitrans`` imports the whole model (config, masks, attention, cache, layers,
     encoder, decoder, transformer), so two fresh interpreters cover every model module."""
     loaded = _loaded(module)
-    assert {"minitrans.attention", "minitrans.layers", "minitrans.encoder", "minitrans.decoder"} <= loaded or \
+    assert {"minitrans.model.attention", "minitrans.model.layers", "minitrans.model.encoder", "minitrans.model.decoder"} <= loaded or \
         module != "minitrans"
     assert "sentencepiece" not in _top(loaded)
 
 
 def _imports(path: Path) -> set[str]:
-    """The minitrans modules a file imports, at the top or inside functions."""
+    """The minitrans modules a file imports, at the top or inside functions: ``from minitrans.model
+    import config`` is the module ``minitrans.model.config``, ``from minitrans.model.config import
+    X`` the module itself, in the package's folders as at its top."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "minitrans":
-                found |= {f"minitrans.{a.name}" for a in node.names if (PACKAGE / f"{a.name}.py").exists()} or \
-                    {"minitrans"}
-            elif node.module.startswith("minitrans."):
-                found.add(node.module)
+            if node.module == "minitrans" or node.module.startswith("minitrans."):
+                subs = {f"{node.module}.{a.name}" for a in node.names if _exists(f"{node.module}.{a.name}")}
+                found |= subs or {node.module}
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("minitrans.")}
     return found
 
 
-def test_no_import_cycle_in_the_package():
+def module_graph() -> dict[str, set[str]]:
+    """``{module: the minitrans modules it imports}`` for every file of the package, in every
+    folder (``minitrans.model.attention``; a folder's ``__init__`` is the folder's name)."""
     graph = {}
-    for path in sorted(PACKAGE.glob("*.py")):
-        name = "minitrans" if path.stem == "__init__" else f"minitrans.{path.stem}"
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         graph[name] = {m for m in _imports(path) if m != name}
+    return graph
+
+
+def test_no_import_cycle_in_the_package():
+    graph = module_graph()
+    assert "minitrans.model.attention" in graph and "minitrans.formats.html" in graph  # the folders are read
     # The package face re-exports lazily (__getattr__) and is imported by nobody inside.
     importers_of_face = [m for m, deps in graph.items() if "minitrans" in deps and m != "minitrans.__main__"]
     assert not importers_of_face, f"import the leaf modules, not the package face: {importers_of_face}"
@@ -128,6 +137,100 @@ def test_no_import_cycle_in_the_package():
     for node in graph:
         if node not in state:
             visit(node, [node])
+
+
+#: Which folder may import which (issue #60), written once. A unit is a folder of the package
+#: (``model``) or a module still at its top (``errors``); a folder imports itself and the units
+#: named here, nothing else. Modules at the top may import any folder (they are the upper
+#: stages, or conventions every stage shares).
+FOLDER_IMPORTS: dict[str, set[str]] = {
+    "model": {"errors", "vocab"},  # the paper's model: PyTorch and the package's conventions only
+    "formats": {"errors", "textio", "cleaning", "segment"},  # documents: text conventions only
+}
+
+
+def _unit(module: str) -> str:
+    """``minitrans.model.attention`` -> ``model``; ``minitrans.errors`` -> ``errors``."""
+    return module.split(".")[1] if module.count(".") else ""
+
+
+def folder_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a folder's module against :data:`FOLDER_IMPORTS`, as ``A -> B``."""
+    bad = []
+    for module, deps in graph.items():
+        folder = _unit(module)
+        if folder not in FOLDER_IMPORTS:
+            continue
+        allowed = FOLDER_IMPORTS[folder] | {folder}
+        bad += [f"{module} -> {dep}" for dep in sorted(deps) if _unit(dep) not in allowed]
+    return bad
+
+
+def _is_package(module: str) -> bool:
+    return (ROOT.joinpath(*module.split(".")) / "__init__.py").is_file()
+
+
+def test_folders_import_only_what_the_matrix_allows():
+    assert set(FOLDER_IMPORTS) <= {_unit(m) for m in module_graph() if _is_package(".".join(m.split(".")[:2]))}
+    assert folder_violations(module_graph()) == []
+
+
+def test_the_folder_matrix_fails_an_import_against_it():
+    """The check can fail: the model importing the search (decoding) or a server module is refused."""
+    graph = {**module_graph(), "minitrans.model.layers": {"minitrans.search", "minitrans.model.cache"},
+             "minitrans.formats.srt": {"minitrans.server"}}
+    assert sorted(folder_violations(graph)) == ["minitrans.formats.srt -> minitrans.server",
+                                                "minitrans.model.layers -> minitrans.search"]
+
+
+def test_old_import_paths_work_warn_and_are_the_same_module(monkeypatch):
+    """Issue #60: ``minitrans.attention`` (and every moved name) is ``minitrans.model.attention``
+    itself, with a DeprecationWarning; patching through the old name patches the code that runs."""
+    code = """
+import sys, warnings
+warnings.simplefilter("error", DeprecationWarning)
+import minitrans.model.attention as new
+from minitrans._moved import MOVED
+try:
+    import minitrans.attention
+    raise SystemExit("no warning")
+except DeprecationWarning as w:
+    assert "minitrans.model.attention" in str(w), w
+warnings.simplefilter("ignore", DeprecationWarning)
+import minitrans.attention as old
+from minitrans.transformer import Transformer
+from minitrans import layers
+assert old is new and sys.modules["minitrans.attention"] is new and old.__spec__.name == "minitrans.model.attention"
+assert Transformer.__module__ == "minitrans.model.transformer" and layers.__name__ == "minitrans.model.layers"
+for old_name, new_name in MOVED.items():
+    assert __import__(f"minitrans.{old_name}", fromlist=["x"]) is sys.modules[f"minitrans.{new_name}"], old_name
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.stdout.strip() == "ok", result.stderr[-2000:]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import minitrans.attention as old_name
+    import minitrans.model.attention as new_name
+
+    def fake(*args, **kwargs):
+        raise AssertionError("patched")
+
+    monkeypatch.setattr("minitrans.attention.scaled_dot_product_attention", fake)  # through the old name ...
+    assert new_name.scaled_dot_product_attention is fake and old_name is new_name  # ... the module that runs
+
+
+def test_the_model_folder_reads_as_the_paper():
+    """``minitrans/model/`` holds the Transformer and only it, and its face names each module in
+    the paper's order."""
+    names = sorted(p.stem for p in (PACKAGE / "model").glob("*.py") if p.stem != "__init__")
+    assert names == sorted(["config", "masks", "attention", "cache", "dropout", "layers", "encoder", "decoder",
+                            "transformer"])
+    face = (PACKAGE / "model" / "__init__.py").read_text(encoding="utf-8")
+    assert all(f"minitrans.model.{n}" in face for n in names)
+    assert not [line for line in face.splitlines() if line.startswith(("import ", "from "))]  # empty face
 
 
 def test_engines_satisfy_the_protocol_and_every_format_is_registered(trained_checkpoint, tmp_path):

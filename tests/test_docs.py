@@ -201,7 +201,7 @@ def test_the_attention_pages_numpy_block_is_minitrans_attention():
     import numpy as np
     import torch
 
-    from minitrans.attention import scaled_dot_product_attention
+    from minitrans.model.attention import scaled_dot_product_attention
 
     text = (ROOT / "docs" / "attention.md").read_text(encoding="utf-8")
     block = re.search(r"```python\n(import numpy as np\n.*?)```", text, re.S).group(1)

@@ -13,7 +13,7 @@ import torch
 from conftest import one_line_error, run_main, synthetic_pairs
 from minitrans import Transformer, Translator
 from minitrans.checkpoint import load_checkpoint, metadata, save_atomic
-from minitrans.config import ModelConfig
+from minitrans.model.config import ModelConfig
 from minitrans.errors import UsageError
 from minitrans.ctranslate2_engine import META_FILE
 from minitrans.ctranslate2_export import export_ctranslate2

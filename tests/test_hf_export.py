@@ -13,11 +13,11 @@ transformers = pytest.importorskip("transformers")
 
 from conftest import run_main, synthetic_pairs, train_tiny  # noqa: E402
 from minitrans.checkpoint import load_checkpoint, load_for_inference, save_atomic  # noqa: E402
-from minitrans.config import ModelConfig  # noqa: E402
+from minitrans.model.config import ModelConfig  # noqa: E402
 from minitrans.errors import UsageError  # noqa: E402
 from minitrans.hf_export import export, permutation  # noqa: E402
-from minitrans.layers import sinusoidal_table  # noqa: E402
-from minitrans.transformer import Transformer  # noqa: E402
+from minitrans.model.layers import sinusoidal_table  # noqa: E402
+from minitrans.model.transformer import Transformer  # noqa: E402
 from minitrans.translate import Translator  # noqa: E402
 from minitrans.vocab import BOS_ID, EOS_ID  # noqa: E402
 

@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from minitrans import ModelConfig, Transformer
-from minitrans.attention import MultiHeadAttention
+from minitrans.model.attention import MultiHeadAttention
 from minitrans.kernels import DecodingAttention, for_decoding, inference_attention, projection
-from minitrans.masks import causal_mask
-from test_attention import numpy_attention
+from minitrans.model.masks import causal_mask
+from conftest import numpy_attention
 
 
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])

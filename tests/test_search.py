@@ -108,7 +108,7 @@ def reference_beam_search(model, src_row, k, alpha, limit):
     """fairseq's beam search written plainly for one sentence: every prefix recomputed, the full
     log-softmax over the vocabulary, candidates sorted in Python. The reference for the batched,
     cached, top-k-per-beam implementation."""
-    from minitrans.masks import padding_mask
+    from minitrans.model.masks import padding_mask
     from minitrans.tokenizer import BOS_ID
 
     mask = padding_mask(src_row, 0)

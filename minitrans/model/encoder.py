@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from minitrans.config import ModelConfig
-from minitrans.layers import EncoderLayer
+from minitrans.model.config import ModelConfig
+from minitrans.model.layers import EncoderLayer
 
 
 class Encoder(nn.Module):

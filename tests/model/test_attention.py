@@ -3,20 +3,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minitrans.attention import MultiHeadAttention, scaled_dot_product_attention
-from minitrans.cache import AttentionCache
-from minitrans.masks import causal_mask
+from minitrans.model.attention import MultiHeadAttention, scaled_dot_product_attention
+from minitrans.model.cache import AttentionCache
+from minitrans.model.masks import causal_mask
 
-
-def numpy_attention(q, k, v, mask=None):
-    """The formula transcribed in NumPy, float64: softmax(QKᵀ/√d_k) V."""
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    scores = scores - scores.max(axis=-1, keepdims=True)
-    w = np.exp(scores)
-    w = w / w.sum(axis=-1, keepdims=True)
-    return w @ v, w
+from conftest import numpy_attention
 
 
 def random_qkv(b=2, h=3, lq=5, lk=7, d=8):

@@ -1,16 +1,16 @@
 """The decoder: a stack of N identical :class:`DecoderLayer` (section 3.1).
 
 It runs teacher-forced over whole target prefixes (training) or incrementally, a few
-positions at a time, over a :class:`~minitrans.cache.DecoderCache` (generation).
+positions at a time, over a :class:`~minitrans.model.cache.DecoderCache` (generation).
 """
 
 from __future__ import annotations
 
 from torch import Tensor, nn
 
-from minitrans.cache import DecoderCache
-from minitrans.config import ModelConfig
-from minitrans.layers import DecoderLayer
+from minitrans.model.cache import DecoderCache
+from minitrans.model.config import ModelConfig
+from minitrans.model.layers import DecoderLayer
 
 
 class Decoder(nn.Module):

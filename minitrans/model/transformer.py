@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from minitrans.cache import DecoderCache
-from minitrans.config import ModelConfig
-from minitrans.decoder import Decoder
-from minitrans.encoder import Encoder
-from minitrans.layers import PositionalEncoding
-from minitrans.masks import causal_mask, padding_mask
+from minitrans.model.cache import DecoderCache
+from minitrans.model.config import ModelConfig
+from minitrans.model.decoder import Decoder
+from minitrans.model.encoder import Encoder
+from minitrans.model.layers import PositionalEncoding
+from minitrans.model.masks import causal_mask, padding_mask
 
 
 class Transformer(nn.Module):

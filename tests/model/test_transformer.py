@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from minitrans import ModelConfig, Transformer
-from minitrans.masks import causal_mask, padding_mask
+from minitrans.model.masks import causal_mask, padding_mask
 
 
 def ids(b, t, vocab=40):

@@ -1,9 +1,9 @@
-"""minitrans.dropout against the definition of inverted dropout and against nn.Dropout."""
+"""minitrans.model.dropout against the definition of inverted dropout and against nn.Dropout."""
 
 import pytest
 import torch
 
-from minitrans.dropout import Dropout, dropout
+from minitrans.model.dropout import Dropout, dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])

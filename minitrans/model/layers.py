@@ -7,9 +7,9 @@ import math
 import torch
 from torch import Tensor, nn
 
-from minitrans.attention import MultiHeadAttention
-from minitrans.cache import LayerCache
-from minitrans.dropout import Dropout
+from minitrans.model.attention import MultiHeadAttention
+from minitrans.model.cache import LayerCache
+from minitrans.model.dropout import Dropout
 
 
 class PositionalEncoding(nn.Module):
@@ -78,7 +78,7 @@ class Residual(nn.Module):
 
     Post-norm (the paper): ``LayerNorm(x + Dropout(Sublayer(x)))``.
     Pre-norm: ``x + Dropout(Sublayer(LayerNorm(x)))``; the stack then needs a final
-    LayerNorm, which :class:`~minitrans.encoder.Encoder`/``Decoder`` add.
+    LayerNorm, which :class:`~minitrans.model.encoder.Encoder`/``Decoder`` add.
     """
 
     def __init__(self, d_model: int, dropout: float, norm_first: bool, eps: float = 1e-5) -> None:

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from minitrans.layers import FeedForward, PositionalEncoding, Residual, sinusoidal_table
+from minitrans.model.layers import FeedForward, PositionalEncoding, Residual, sinusoidal_table
 
 
 @pytest.mark.parametrize("pos,i", [(0, 0), (1, 0), (7, 3), (50, 10), (99, 31)])

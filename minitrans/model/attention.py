@@ -4,7 +4,7 @@ Notation for shape comments throughout minitrans:
     B batch, S source length, T target length, L any key length, D d_model,
     H heads, Dh head dim (d_k = d_v = D / H), V vocabulary.
 
-Masks are boolean, True = may attend (see :mod:`minitrans.masks`).
+Masks are boolean, True = may attend (see :mod:`minitrans.model.masks`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from minitrans.cache import AttentionCache
+from minitrans.model.cache import AttentionCache
 
 
 def scaled_dot_product_attention(

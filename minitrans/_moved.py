@@ -1,0 +1,51 @@
+"""Old import paths of modules that moved into folders (issue #60), kept for one release.
+
+``import minitrans.attention`` (or ``from minitrans.attention import X``, or
+``monkeypatch.setattr("minitrans.attention.X", ...)``) still works: the old name is the **same
+module object** as the new one (``sys.modules["minitrans.attention"] is
+sys.modules["minitrans.model.attention"]``), so patching through either name patches the code
+that runs. Each old name says once, as a :class:`DeprecationWarning`, where the module is now.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+
+#: Old module name -> new one (both under ``minitrans.``).
+MOVED: dict[str, str] = {
+    **{name: f"model.{name}" for name in ("config", "masks", "attention", "cache", "dropout", "layers", "encoder",
+                                         "decoder", "transformer")},
+}
+
+
+class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``minitrans.OLD`` and hands back the module ``minitrans.NEW`` itself."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        old = fullname.removeprefix("minitrans.")
+        if not fullname.startswith("minitrans.") or old not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec):
+        new = f"minitrans.{MOVED[spec.name.removeprefix('minitrans.')]}"
+        warnings.warn(f"{spec.name} moved to {new}; import it from there (the old name goes in the next release)",
+                      DeprecationWarning, stacklevel=2)
+        module = importlib.import_module(new)
+        self._specs = {**getattr(self, "_specs", {}), new: module.__spec__}
+        return module
+
+    def exec_module(self, module) -> None:
+        """The module is the new one, already executed: nothing to run but to give it back its own
+        spec (the import system set the alias's on it)."""
+        module.__spec__ = self._specs[module.__name__]
+
+
+def install() -> None:
+    """Put the finder on ``sys.meta_path`` once (``minitrans/__init__.py`` calls it)."""
+    if not any(isinstance(f, _Alias) for f in sys.meta_path):
+        sys.meta_path.append(_Alias())
