@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from minitrans.model.cache import DecoderCache
 from minitrans.model.config import ModelConfig
-from minitrans.model.layers import DecoderLayer
+from minitrans.model.layers import DecoderLayer, final_norm, stack
 
 
 class Decoder(nn.Module):
@@ -18,13 +18,8 @@ class Decoder(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(
-            DecoderLayer(config.d_model, config.n_heads, config.d_ff, config.dropout,
-                         config.attention_dropout, config.norm_first, config.layer_norm_eps,
-                         config.fused_attention)
-            for _ in range(config.n_decoder_layers)
-        )
-        self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        self.layers = stack(DecoderLayer, config, config.n_decoder_layers)
+        self.final_norm = final_norm(config)
 
     def forward(
         self,

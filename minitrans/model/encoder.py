@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from minitrans.model.config import ModelConfig
-from minitrans.model.layers import EncoderLayer
+from minitrans.model.layers import EncoderLayer, final_norm, stack
 
 
 class Encoder(nn.Module):
@@ -13,13 +13,8 @@ class Encoder(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(
-            EncoderLayer(config.d_model, config.n_heads, config.d_ff, config.dropout,
-                         config.attention_dropout, config.norm_first, config.layer_norm_eps,
-                         config.fused_attention)
-            for _ in range(config.n_encoder_layers)
-        )
-        self.final_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
+        self.layers = stack(EncoderLayer, config, config.n_encoder_layers)
+        self.final_norm = final_norm(config)
 
     def forward(self, x: Tensor, src_mask: Tensor | None) -> Tensor:
         """Embedded source (B, S, D) and mask (B, 1, 1, S) -> memory (B, S, D)."""

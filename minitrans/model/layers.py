@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -10,6 +11,9 @@ from torch import Tensor, nn
 from minitrans.model.attention import MultiHeadAttention
 from minitrans.model.cache import LayerCache
 from minitrans.model.dropout import Dropout
+
+if TYPE_CHECKING:
+    from minitrans.model.config import ModelConfig
 
 
 class PositionalEncoding(nn.Module):
@@ -160,3 +164,17 @@ class DecoderLayer(nn.Module):
 
         x = self.cross_block(x, cross)
         return self.ff_block(x, self.feed_forward), weights
+
+
+def stack(layer: type[nn.Module], config: ModelConfig, n: int) -> nn.ModuleList:
+    """``n`` identical layers of class ``layer`` (:class:`EncoderLayer` or :class:`DecoderLayer`)
+    with ``config``'s sizes (a :class:`~minitrans.model.config.ModelConfig`): section 3.1's
+    "a stack of N = 6 identical layers", for either side."""
+    return nn.ModuleList(layer(config.d_model, config.n_heads, config.d_ff, config.dropout, config.attention_dropout,
+                               config.norm_first, config.layer_norm_eps, config.fused_attention) for _ in range(n))
+
+
+def final_norm(config: ModelConfig) -> nn.LayerNorm | None:
+    """The LayerNorm after a pre-norm stack (its layers leave the residual stream unnormalised);
+    None for the paper's post-norm."""
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
