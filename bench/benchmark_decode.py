@@ -19,7 +19,7 @@ with ``--precision auto``), ``native-fp32``,
 ``native-bf16`` (``--precision bf16``: weights
 cast once and prepacked), either ending in ``-shortlist`` (``--shortlist``: the checkpoint's
 vocabulary shortlist from ``minitrans shortlist``; the others score the full vocabulary) or in
-``-unpacked`` (no weight prepacked, :mod:`minitrans.prepack`), ``native-int8`` (dynamic int8 Linear
+``-unpacked`` (no weight prepacked, :mod:`minitrans.decoding.prepack`), ``native-int8`` (dynamic int8 Linear
 layers, torchao), ``native-int8-legacy`` (the same with ``torch.ao.quantization.quantize_dynamic``),
 ``native-fp32-nocache`` (the prefix recomputed every step),
 ``ct2-<type>`` for any ``minitrans export --quantization`` type, and ``baseline-<x>``:

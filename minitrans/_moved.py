@@ -19,6 +19,8 @@ import warnings
 MOVED: dict[str, str] = {
     **{name: f"model.{name}" for name in ("config", "masks", "attention", "cache", "dropout", "layers", "encoder",
                                          "decoder", "transformer")},
+    **{name: f"decoding.{name}" for name in ("search", "kernels", "prepack", "shortlist", "ensemble", "workers",
+                                            "confidence")},
 }
 
 

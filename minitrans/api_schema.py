@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from minitrans.cleaning import check_unicode
-from minitrans.search import nbest_fits
+from minitrans.decoding.settings import nbest_fits
 from minitrans.server_settings import MAX_ALPHA, MAX_BEAM, ServerSettings
 
 

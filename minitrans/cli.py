@@ -65,7 +65,7 @@ def add_decoding_flags(p: argparse.ArgumentParser, whose: str = "") -> None:
     ``--bf16``/``--int8``, hidden)."""
     from minitrans.precision import PRECISIONS
     from minitrans.auto_engine import ENGINE_CHOICES
-    from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
+    from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
 
     p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=ENGINE_HELP)
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps (default %(default)s)")
@@ -193,9 +193,9 @@ def call_handler(handler, args: argparse.Namespace):
 def build_parser() -> argparse.ArgumentParser:
     from minitrans.ctranslate2_export import QUANTIZATIONS
     from minitrans.engines import EXPORT_FORMATS
-    from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
+    from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
     from minitrans.server_settings import ServerSettings
-    from minitrans.shortlist import FREQUENT as SHORTLIST_FREQUENT, TOP_K as SHORTLIST_TOP_K
+    from minitrans.decoding.shortlist import FREQUENT as SHORTLIST_FREQUENT, TOP_K as SHORTLIST_TOP_K
 
     parser = _Parser(prog="minitrans", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"minitrans {__version__}")

@@ -131,7 +131,7 @@ def cmd_translate(checkpoint: list[str], sentences: list[str], input: str | None
                   plot_attention: str | None, layer: int | None, head: int | None, ensemble: bool, engine: str | None,
                   device: str, precision: str | None, bf16: bool, int8: bool, shortlist: bool, workers: int) -> None:
     """Translate sentences (arguments, --input FILE or stdin) to stdout or --output FILE."""
-    from minitrans.search import check_decoding
+    from minitrans.decoding.settings import check_decoding
     from minitrans.plotting import check_attention_view, plot_attention as draw_attention, plot_path
 
     # Everything that can be checked is checked before the model is loaded.
@@ -304,7 +304,7 @@ def cmd_evaluate(checkpoint: list[str], output_dir: str, beam: int, alpha: float
                  device: str, precision: str | None, bf16: bool, int8: bool, shortlist: bool, workers: int) -> None:
     """Translate a test set with one or more checkpoints and score BLEU and chrF."""
     from minitrans.evaluate import evaluate_checkpoint, output_stem, write_outputs
-    from minitrans.search import check_decoding
+    from minitrans.decoding.settings import check_decoding
 
     check_decoding(beam, alpha)
     _check_device(device)
@@ -348,8 +348,8 @@ def cmd_calibrate(checkpoint: str, output: str, share: float, beam: int, alpha: 
                   device: str, precision: str | None, bf16: bool, int8: bool, shortlist: bool, workers: int) -> None:
     """Calibrate the low-confidence flag on a validation split; write it into a new checkpoint."""
     from minitrans.checkpoint import with_metadata
-    from minitrans.confidence import calibrate
-    from minitrans.search import check_decoding
+    from minitrans.decoding.confidence import calibrate
+    from minitrans.decoding.settings import check_decoding
     from minitrans.translate import Translator
 
     check_decoding(beam, alpha)
@@ -389,7 +389,7 @@ def cmd_shortlist(checkpoint: str, output: str, top_k: int, frequent: int, data_
     """Build a vocabulary shortlist from a checkpoint's training pairs; write it into a new checkpoint."""
     from minitrans.checkpoint import checkpoint_metadata, with_metadata
     from minitrans.datamodule import TranslationDataModule
-    from minitrans.shortlist import build
+    from minitrans.decoding.shortlist import build
 
     check_writable(output, "--output")
     if same_file(checkpoint, output):
@@ -434,7 +434,7 @@ def cmd_serve(checkpoint: list[str], host: str, port: int, beam: int, alpha: flo
         import uvicorn  # noqa: F401
     except ImportError:
         raise UsageError('`minitrans serve` needs FastAPI and uvicorn: pip install -e ".[serve]"') from None
-    from minitrans.search import check_decoding
+    from minitrans.decoding.settings import check_decoding
     from minitrans.server import ServerSettings, check_port, serve
     from minitrans.server_settings import read_api_keys
 

@@ -43,11 +43,11 @@ from minitrans.model.config import ModelConfig
 from minitrans.engines import DEFAULT_MAX_TOKENS, check_stop, check_workers
 from minitrans.precision import Precision
 from minitrans.errors import CheckpointError, UsageError
-from minitrans.search import Hypothesis, length_limits, length_penalty
+from minitrans.decoding.search import Hypothesis, length_limits, length_penalty
 from minitrans.textio import file_sha256
 from minitrans.tokenizer import Tokenizer
 from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID
-from minitrans.workers import default_workers
+from minitrans.decoding.workers import default_workers
 
 META_FILE, SPM_FILE = "minitrans.json", "sentencepiece.model"
 #: Everything an export folder may hold: CTranslate2's files and ours. ``--force`` replaces a

@@ -42,7 +42,7 @@ import torch
 from minitrans.model.config import ModelConfig
 from minitrans.errors import UsageError
 from minitrans.precision import Precision
-from minitrans.search import Hypothesis
+from minitrans.decoding.search import Hypothesis
 
 #: The token budget of a decoding batch when neither the caller nor the checkpoint gives one
 #: (``--max-tokens``; each engine counts it its own way: see its ``max_tokens``).

@@ -15,7 +15,7 @@ from minitrans.corpus import read_aligned
 from minitrans.metrics import score
 from minitrans.sources import for_direction, load_corpus
 from minitrans.errors import DataError
-from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
+from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
 from minitrans.textio import write_text_atomic
 from minitrans.translate import Translator
 
@@ -116,9 +116,9 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
 
 
 def confidence_report(results, refs: list[list[str]]) -> dict[str, Any]:
-    """:func:`minitrans.confidence.ranking` of the results' confidence on this set (with the
+    """:func:`minitrans.decoding.confidence.ranking` of the results' confidence on this set (with the
     low flags of a calibrated model)."""
-    from minitrans.confidence import ranking
+    from minitrans.decoding.confidence import ranking
 
     scored = [(r, ref) for r, ref in zip(results, refs) if r.confidence is not None]
     if len(scored) < 2:

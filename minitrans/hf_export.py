@@ -47,7 +47,7 @@ from minitrans.checkpoint import load_for_inference, published
 from minitrans.ctranslate2_export import MIN_POSITIONS  # generate() may be asked for long outputs too
 from minitrans.errors import UsageError
 from minitrans.model.layers import sinusoidal_table
-from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
+from minitrans.decoding.settings import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from minitrans.textio import atomic_folder, check_replaceable_folder, file_sha256
 from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 

@@ -3,8 +3,8 @@
 Sentences are decoded in token-budget batches of similar length (:func:`token_batches`), in the
 precision the hardware suits (:mod:`minitrans.precision`: bf16 weights, fp32, or dynamic int8
 matrices), scoring only the checkpoint's vocabulary shortlist when asked (``--shortlist``,
-:mod:`minitrans.shortlist`), and beam-search batches on several worker threads at once
-(:mod:`minitrans.workers`).
+:mod:`minitrans.decoding.shortlist`), and beam-search batches on several worker threads at once
+(:mod:`minitrans.decoding.workers`).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from minitrans.checkpoint import checkpoint_metadata, load_for_inference
 from minitrans.model.config import ModelConfig
 from minitrans.engines import DEFAULT_MAX_TOKENS, check_stop, check_workers, engine_for
 from minitrans.errors import UsageError
-from minitrans.kernels import for_decoding
+from minitrans.decoding.kernels import for_decoding
 from minitrans.precision import Precision, choose, requested
-from minitrans.shortlist import Shortlist
-from minitrans.search import Hypothesis, beam_search, greedy_search
+from minitrans.decoding.shortlist import Shortlist
+from minitrans.decoding.search import Hypothesis, beam_search, greedy_search
 from minitrans.model.transformer import Transformer
-from minitrans.workers import WorkerPool, default_workers
+from minitrans.decoding.workers import WorkerPool, default_workers
 
 
 def recognises(path: Path) -> bool:
@@ -120,13 +120,13 @@ class NativeEngine:
             call, docs/speed.md). int8: the model's matrices quantised first (CPU only; see
             :func:`quantize_int8`).
         workers: Beam-search batches decoded at once, each by a thread of its own with an equal
-            share of the intra-op threads (:mod:`minitrans.workers`); 0 = :func:`default_workers`.
+            share of the intra-op threads (:mod:`minitrans.decoding.workers`); 0 = :func:`default_workers`.
             The outputs do not depend on it.
         prepack: With bf16 on a CPU, lay every weight of a Transformer out once for oneDNN
-            (:mod:`minitrans.prepack`): the same outputs as unpacked bf16, 1.03-1.09x its greedy
+            (:mod:`minitrans.decoding.prepack`): the same outputs as unpacked bf16, 1.03-1.09x its greedy
             and beam-5 rates for the quickstart models (docs/speed.md). On by default;
             ``False`` is for measurements.
-        shortlist: Score only these target pieces for each batch (:mod:`minitrans.shortlist`);
+        shortlist: Score only these target pieces for each batch (:mod:`minitrans.decoding.shortlist`);
             None (or an ensemble, or int8) scores the whole vocabulary.
     """
 
@@ -146,7 +146,7 @@ class NativeEngine:
         if self.bf16:
             model.to(torch.bfloat16)
             if prepack:
-                from minitrans import prepack as packing
+                from minitrans.decoding import prepack as packing
 
                 if isinstance(model, Transformer) and packing.available(model):  # not an ensemble
                     packing.prepack(model)

@@ -9,7 +9,7 @@ the tests that check them).
   (for the padding mask), that source's ``cross_keys`` / ``cross_values`` (L, N, H, S, Dh) and
   the self-attention cache ``self_keys`` / ``self_values`` (L, N, H, t, Dh) of the t pieces
   before it (t = 0 at the first step: an empty tensor) -> ``log_probs`` (N, V) of the next
-  piece (``<pad>`` and ``<s>`` at -inf, as :mod:`minitrans.search` scores them), the cache
+  piece (``<pad>`` and ``<s>`` at -inf, as :mod:`minitrans.decoding.search` scores them), the cache
   grown by one position, ``self_keys_out`` / ``self_values_out`` (L, N, H, t+1, Dh), and the
   cross-attention weights of this step, ``attention`` (N, L, H, S), which a caller fetches
   only when it draws them.

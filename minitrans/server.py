@@ -319,7 +319,7 @@ def attention_values(translator: Translator, sentences: list[str]) -> int:
     """An upper bound on the numbers that attention weights for ``sentences`` take in an answer:
     ``layers × (heads + 1 for the mean) × target × source`` per sentence, with the source in
     pieces (+ eos) and the target at the longest output the length limit allows."""
-    from minitrans.search import length_limits
+    from minitrans.decoding.search import length_limits
 
     config = translator.config
     lengths = [min(len(ids), config.max_len - 1) + 1 for ids in translator.tokenizer.encode(sentences)]

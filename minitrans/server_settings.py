@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 
 from minitrans.errors import UsageError
-from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM
+from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
 
 #: The API's upper bounds for a request's beam and n-best list, and for its length penalty.
 MAX_BEAM, MAX_ALPHA = 16, 10.0

@@ -26,13 +26,14 @@ from minitrans.checkpoint import (load_checkpoint, metadata, model_state, save_a
                                   stored_tokenizer, write_metadata)
 from minitrans.model.config import ModelConfig
 from minitrans.errors import ConfigError
-from minitrans.kernels import for_decoding, refresh
+from minitrans.decoding.kernels import for_decoding, refresh
 from minitrans.loss import teacher_forced_loss
 from minitrans.metrics import bleu_from_statistics, bleu_statistics
 from minitrans.precision import fused_adamw
 from minitrans.budget import spent
 from minitrans.schedule import budgeted, cosine, inverse_sqrt
-from minitrans.search import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, greedy_search
+from minitrans.decoding.settings import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
+from minitrans.decoding.search import greedy_search
 from minitrans.tokenizer import Tokenizer
 from minitrans.model.transformer import Transformer
 

@@ -20,14 +20,15 @@ import torch
 
 from minitrans.checkpoint import load_for_inference
 from minitrans import languages, segment
-from minitrans.confidence import confidence
+from minitrans.decoding.confidence import confidence
 from minitrans.cleaning import check_unicode, clean, has_words, without_format_characters
 from minitrans.auto_engine import open_model
 from minitrans.engines import DEFAULT_MAX_TOKENS, is_exported
 from minitrans.native_engine import NativeEngine
 from minitrans.precision import folded, requested
 from minitrans.errors import CheckpointError, UsageError
-from minitrans.search import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, Hypothesis, check_decoding
+from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, check_decoding
+from minitrans.decoding.search import Hypothesis
 from minitrans.tokenizer import Tokenizer
 from minitrans.vocab import EOS_ID
 from minitrans.model.transformer import Transformer
@@ -51,7 +52,7 @@ class Translation:
     #: The sentences the input was split into, each with its own result (empty when the
     #: input was translated as one sentence, ``split=False``).
     sentences: list["Translation"] = field(default_factory=list)
-    #: The model's geometric-mean probability per output token (:mod:`minitrans.confidence`);
+    #: The model's geometric-mean probability per output token (:mod:`minitrans.decoding.confidence`);
     #: a text's is its weakest sentence's. None for an empty input.
     confidence: float | None = None
     #: Below the threshold ``minitrans calibrate`` stored with the model (None: not calibrated).
@@ -81,7 +82,7 @@ class Translator:
             BLEU: docs/speed.md, "Precision by hardware").
         bf16, int8: The older switches for ``precision="bf16"`` / ``"int8"``.
         workers: Batches decoded at once, each by its own thread with a share of the intra-op
-            threads (:mod:`minitrans.workers`; beam search only on the native engine, whose
+            threads (:mod:`minitrans.decoding.workers`; beam search only on the native engine, whose
             greedy search stays in the caller; CTranslate2's ``inter_threads`` for an export);
             0 = two on a CPU with two or more threads, else one. Outputs do not depend on it.
     """
@@ -107,11 +108,11 @@ class Translator:
     @classmethod
     def from_checkpoints(cls, paths: list[str | os.PathLike], device: str = "cpu", engine: str = "native",
                          **kwargs) -> "Translator":
-        """An ensemble of checkpoints trained with the same tokenizer (:mod:`minitrans.ensemble`,
+        """An ensemble of checkpoints trained with the same tokenizer (:mod:`minitrans.decoding.ensemble`,
         native engine); one path gives the plain model, read by ``engine`` (:meth:`load`)."""
         if len(paths) == 1:
             return cls.load(paths[0], engine, device, **kwargs)
-        from minitrans.ensemble import Ensemble
+        from minitrans.decoding.ensemble import Ensemble
 
         kwargs = folded(kwargs)
         kwargs.pop("shortlist", None)  # an ensemble scores the whole vocabulary
@@ -251,7 +252,7 @@ class Translator:
 
     @property
     def shortlist(self) -> bool:
-        """Whether decoding scores a vocabulary shortlist only (:mod:`minitrans.shortlist`)."""
+        """Whether decoding scores a vocabulary shortlist only (:mod:`minitrans.decoding.shortlist`)."""
         return getattr(self.engine, "shortlist", None) is not None
 
     @property

@@ -42,7 +42,7 @@ from minitrans.checkpoint import load_for_inference, published
 from minitrans.errors import UsageError
 from minitrans.onnx_graphs import QUANTIZATIONS, export_graphs
 from minitrans.sentence_onnx import ABBREVIATIONS
-from minitrans.search import DEFAULT_ALPHA, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
+from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from minitrans.textio import atomic_folder, check_replaceable_folder, file_sha256
 
 __all__ = ["QUANTIZATIONS", "export"]

@@ -74,12 +74,12 @@ def test_each_rule_has_one_home():
         return sorted(name for name, text in texts.items() if re.search(pattern, text))
 
     assert homes(r"\b6_?000\b") == ["engines.py"]  # DEFAULT_MAX_TOKENS
-    assert homes(r"nbest\s*<=|<=\s*nbest|nbest\s*>\s*(self\.)?beam") == ["search.py"]  # nbest_fits
+    assert homes(r"nbest\s*<=|<=\s*nbest|nbest\s*>\s*(self\.)?beam") == ["decoding/settings.py"]  # nbest_fits
     assert homes(r"\b15\b") == ["libretranslate.py"] and texts["libretranslate.py"].count("15") == 1
     assert homes(r"[\"']\.(htm|md|srt)[\"']") == ["formats/__init__.py"]  # EXTENSIONS
 
 
-@pytest.mark.parametrize("module", ["minitrans", "minitrans.search"])
+@pytest.mark.parametrize("module", ["minitrans", "minitrans.decoding.search"])
 def test_the_model_core_loads_no_sentencepiece(module):
     """``import minitrans`` imports the whole model (config, masks, attention, cache, layers,
     encoder, decoder, transformer), so two fresh interpreters cover every model module."""
@@ -145,6 +145,7 @@ def test_no_import_cycle_in_the_package():
 #: stages, or conventions every stage shares).
 FOLDER_IMPORTS: dict[str, set[str]] = {
     "model": {"errors", "vocab"},  # the paper's model: PyTorch and the package's conventions only
+    "decoding": {"model", "errors", "vocab"},  # the search and its speed-ups: over the model's interface
     "formats": {"errors", "textio", "cleaning", "segment"},  # documents: text conventions only
 }
 
@@ -177,10 +178,10 @@ def test_folders_import_only_what_the_matrix_allows():
 
 def test_the_folder_matrix_fails_an_import_against_it():
     """The check can fail: the model importing the search (decoding) or a server module is refused."""
-    graph = {**module_graph(), "minitrans.model.layers": {"minitrans.search", "minitrans.model.cache"},
+    graph = {**module_graph(), "minitrans.model.layers": {"minitrans.decoding.search", "minitrans.model.cache"},
              "minitrans.formats.srt": {"minitrans.server"}}
     assert sorted(folder_violations(graph)) == ["minitrans.formats.srt -> minitrans.server",
-                                                "minitrans.model.layers -> minitrans.search"]
+                                                "minitrans.model.layers -> minitrans.decoding.search"]
 
 
 def test_old_import_paths_work_warn_and_are_the_same_module(monkeypatch):

@@ -344,7 +344,7 @@ def test_validation_decodes_with_the_weights_of_now():
     weights of the first one (it did, once: validation BLEU stalled near 19 while the chosen
     checkpoint, decoded by evaluate, scored 32 and 42 on the two validation sets)."""
     from minitrans import Transformer
-    from minitrans.kernels import for_decoding
+    from minitrans.decoding.kernels import for_decoding
 
     torch.manual_seed(0)
     module = TranslationModule(ModelConfig(vocab_size=40, **{**SMALL, "dropout": 0.0}), warmup_steps=10,

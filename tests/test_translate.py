@@ -62,7 +62,7 @@ def test_greedy_equals_beam_one(translator):
     import torch
 
     from minitrans.batching import pad
-    from minitrans.search import beam_search
+    from minitrans.decoding.search import beam_search
     from minitrans.tokenizer import EOS_ID
 
     sentences = [e for e, _ in synthetic_pairs(6, seed=8)]
@@ -156,7 +156,7 @@ def test_an_output_never_spans_two_lines(trained_checkpoint, monkeypatch):
     newline_piece = translator.tokenizer.sp.piece_to_id("<0x0A>")
     assert translator.tokenizer.sp.is_byte(newline_piece)
     from minitrans import native_engine
-    from minitrans.search import Hypothesis
+    from minitrans.decoding.search import Hypothesis
 
     def fake_beam(model, src, *args, **kwargs):
         return [[Hypothesis([newline_piece, newline_piece], -1.0, -1.0)] for _ in range(src.size(0))]

@@ -78,7 +78,7 @@ class MultiHeadAttention(nn.Module):
             which trains faster there at sentence lengths (PyTorch's CPU flash-attention
             backward is the largest single cost of the fused step: docs/speed.md, "Training").
 
-    A decoder attaches its speed-ups from the decoding side (:mod:`minitrans.kernels`).
+    A decoder attaches its speed-ups from the decoding side (:mod:`minitrans.decoding.kernels`).
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, use_fused: bool | None = None) -> None:

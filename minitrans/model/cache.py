@@ -36,7 +36,7 @@ class AttentionCache:
         beams: Query rows per key row of a static cache (the beam size when the beams of a
             sentence share its source); 1 otherwise.
         dtype: Number format the keys and values are held in (converted on the way in);
-            None keeps the projections' own (:func:`minitrans.search.cache_dtype` says why
+            None keeps the projections' own (:func:`minitrans.decoding.search.cache_dtype` says why
             a bf16 model decodes with a float32 cache).
     """
 

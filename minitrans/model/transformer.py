@@ -88,7 +88,7 @@ class Transformer(nn.Module):
             cache: From :meth:`init_cache`; extended in place by this call.
             need_weights: Also return the cross-attention weights of every layer.
             project: The output projection to use instead of :meth:`project` (a vocabulary
-                shortlist's: :func:`minitrans.kernels.projection`).
+                shortlist's: :func:`minitrans.decoding.kernels.projection`).
 
         Returns:
             Logits (B, T, V), or ``(logits, [weights (B, H, T, S) per layer])`` when

@@ -1,4 +1,4 @@
-// Greedy and beam search in JavaScript: minitrans/search.py's rules, one sentence at a time.
+// Greedy and beam search in JavaScript: minitrans/decoding/search.py's rules, one sentence at a time.
 //
 // A `model` gives three things (translator.js's OnnxModel over onnxruntime-web; the tests' fakes):
 //   encode(srcIds)            -> a state with one row (the source's cross-attention keys/values)

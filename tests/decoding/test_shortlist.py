@@ -10,8 +10,8 @@ from torch import nn
 from conftest import run_main, synthetic_pairs
 from minitrans import Translator
 from minitrans.errors import CheckpointError
-from minitrans.search import beam_search, greedy_search
-from minitrans.shortlist import Shortlist, build
+from minitrans.decoding.search import beam_search, greedy_search
+from minitrans.decoding.shortlist import Shortlist, build
 from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 

@@ -62,12 +62,12 @@ def prepack(model: nn.Module) -> nn.Module:
     """Replace, in place, the Linear layers of a bf16 :class:`~minitrans.model.transformer.Transformer`
     and its output projection by :class:`PackedLinear` (see the module's docstring)."""
     from minitrans.model.attention import MultiHeadAttention
-    from minitrans.kernels import for_decoding
+    from minitrans.decoding.kernels import for_decoding
     from minitrans.model.layers import FeedForward
 
     if not available(model):
         raise ValueError("prepack needs a bf16 model on a CPU with oneDNN bf16 support")
-    for_decoding(model)  # its attention modules take the packed Q/K/V product (minitrans.kernels)
+    for_decoding(model)  # its attention modules take the packed Q/K/V product (minitrans.decoding.kernels)
     for module in list(model.modules()):
         if isinstance(module, MultiHeadAttention):
             parts = (module.q_proj, module.k_proj, module.v_proj)

@@ -4,7 +4,7 @@ read as the paper.
 
 * :class:`DecodingAttention` — multi-head attention as a decoder runs it without gradients:
   self-attention's three projections as one product (Q, K and V weights stacked; or the
-  oneDNN-packed product :mod:`minitrans.prepack` sets), and for bf16 on a CPU the lean kernel
+  oneDNN-packed product :mod:`minitrans.decoding.prepack` sets), and for bf16 on a CPU the lean kernel
   :func:`inference_attention` instead of PyTorch's fused one. With gradients it is the paper's
   :class:`~minitrans.model.attention.MultiHeadAttention`, unchanged.
 * :func:`for_decoding` — attach it to every attention module of a model (in place; the
@@ -44,7 +44,7 @@ def inference_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
 
     Args:
         q: Queries (..., L_q, d_k), converted to the keys' dtype (the search keeps a bf16
-            model's keys and values in float32: :func:`minitrans.search.cache_dtype`).
+            model's keys and values in float32: :func:`minitrans.decoding.search.cache_dtype`).
         k, v: Keys and values (..., L_k, d_k), one dtype.
         mask: Bool, broadcastable to (..., L_q, L_k); True = may attend.
 
@@ -67,7 +67,7 @@ def inference_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
 class DecodingAttention(MultiHeadAttention):
     """:class:`~minitrans.model.attention.MultiHeadAttention` with the decoder's speed-ups (see the
     module notes). Made by :func:`for_decoding` from an existing module, never constructed: the
-    parameters are the paper module's. ``packed_qkv``, when :mod:`minitrans.prepack` sets it, is
+    parameters are the paper module's. ``packed_qkv``, when :mod:`minitrans.decoding.prepack` sets it, is
     ``[W_q; W_k; W_v]`` laid out for oneDNN."""
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -136,8 +136,8 @@ def refresh(model: nn.Module) -> None:
 def projection(model: nn.Module, vocab: Tensor) -> Callable[[Tensor], Tensor]:
     """The output projection of a :class:`~minitrans.model.transformer.Transformer` over the target
     ids ``vocab`` (S,) only: states (B, T, D) -> logits (B, T, S), column j scoring piece
-    ``vocab[j]`` (a vocabulary shortlist, :mod:`minitrans.shortlist`). Made once per decoding
-    batch: it copies S rows of the matrix (packed anew when :mod:`minitrans.prepack` packed it)."""
+    ``vocab[j]`` (a vocabulary shortlist, :mod:`minitrans.decoding.shortlist`). Made once per decoding
+    batch: it copies S rows of the matrix (packed anew when :mod:`minitrans.decoding.prepack` packed it)."""
     output = model.output_proj
     if hasattr(output, "restricted"):  # a prepack.PackedLinear
         return output.restricted(vocab)

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from minitrans import ModelConfig, Transformer
-from minitrans import search
-from minitrans.search import beam_search, greedy_search, length_penalty, max_output_lengths, top_k
+from minitrans.decoding import search
+from minitrans.decoding.search import beam_search, greedy_search, length_penalty, max_output_lengths, top_k
 from minitrans.tokenizer import EOS_ID
 
 

@@ -1,4 +1,4 @@
-"""The decoder's kernels (minitrans/kernels.py): each speed-up against the paper's path it
+"""The decoder's kernels (minitrans/decoding/kernels.py): each speed-up against the paper's path it
 replaces — the lean bf16 attention against a NumPy transcription, stacked Q/K/V projections
 against three, the shortlist's projection against the full one's columns — and attaching them
 changes neither the weights nor training."""
@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from minitrans import ModelConfig, Transformer
 from minitrans.model.attention import MultiHeadAttention
-from minitrans.kernels import DecodingAttention, for_decoding, inference_attention, projection
+from minitrans.decoding.kernels import DecodingAttention, for_decoding, inference_attention, projection
 from minitrans.model.masks import causal_mask
 from conftest import numpy_attention
 

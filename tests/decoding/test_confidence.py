@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from conftest import run_main, synthetic_pairs
-from minitrans.confidence import confidence, ranks, spearman, threshold
+from minitrans.decoding.confidence import confidence, ranks, spearman, threshold
 
 
 def test_ranks_and_spearman():

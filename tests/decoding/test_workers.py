@@ -1,4 +1,4 @@
-"""Decoding workers: batches decoded at once on threads of their own (minitrans.workers)."""
+"""Decoding workers: batches decoded at once on threads of their own (minitrans.decoding.workers)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from conftest import run_main, synthetic_pairs
 from minitrans import Translator
 from minitrans.native_engine import spread, token_batches
-from minitrans.workers import WorkerPool, default_workers
+from minitrans.decoding.workers import WorkerPool, default_workers
 
 SENTENCES = [e for e, _ in synthetic_pairs(30, seed=31)] + ["", "The cat.", "A dog and a dog and a dog and a dog."]
 

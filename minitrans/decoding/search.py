@@ -1,7 +1,7 @@
 """Greedy and beam search, batched over sentences (and beams), driven through the KV cache.
 
 Pure functions of a :class:`~minitrans.model.transformer.Transformer` (or an
-:class:`~minitrans.ensemble.Ensemble`) and source ids. Each batch is encoded once; the
+:class:`~minitrans.decoding.ensemble.Ensemble`) and source ids. Each batch is encoded once; the
 cross-attention keys/values are computed at the first step, once per sentence (its beams
 share them), and kept in the cache; every later step feeds only the newest token. Beam
 search's first step, where every beam holds the same ``<s>``, runs one row per sentence
@@ -21,43 +21,16 @@ hypotheses are finalised. Scores are length-normalised with the GNMT penalty
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from minitrans.decoding.kernels import projection
+from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, nbest_fits
 from minitrans.errors import UsageError
-from minitrans.kernels import projection
 from minitrans.model.masks import padding_mask
 from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID
-
-#: Length-penalty exponent used unless asked otherwise. Tuned on the Multi30k validation
-#: split with the tiny recipe: BLEU 50.33 (α 0.6), 50.83 (α 1.0), 50.61 (α 1.4).
-DEFAULT_ALPHA = 1.0
-#: Beam size of `translate`, `evaluate` and the Python API unless asked otherwise.
-DEFAULT_BEAM = 5
-#: Output length limit ``a · source pieces + b`` (checkpoints record their own).
-DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B = 1.5, 10
-
-
-def nbest_fits(nbest: int, beam_size: int) -> bool:
-    """The n-best rule, its one home: a search returns 1 to ``beam_size`` hypotheses (the
-    finished beams), so ``1 ≤ nbest ≤ beam``. The CLI, the Python API and the HTTP API's
-    validator ask here; its JSON Schema states the same bound for clients."""
-    return 1 <= nbest <= beam_size
-
-
-def check_decoding(beam_size: int, alpha: float, nbest: int = 1) -> None:
-    """Reject decoding settings that cannot give a right answer, naming the flag."""
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
-        raise UsageError(f"--beam must be a whole number ≥ 1 (1 = greedy), got {beam_size!r}.")
-    if isinstance(nbest, bool) or not isinstance(nbest, int) or not nbest_fits(nbest, beam_size):
-        raise UsageError(f"--nbest must lie in 1..{beam_size} (the beam size), got {nbest!r}; "
-                         "raise --beam to get more alternatives.")
-    if not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or not 0 <= alpha <= 10:
-        raise UsageError(f"--alpha (length penalty) must be a number in [0, 10], got {alpha!r}; "
-                         f"the default is {DEFAULT_ALPHA}.")
 
 
 @dataclass
@@ -142,7 +115,7 @@ class _Stepper:
     ``memory`` and ``src_mask`` have one row per sentence. With the cache, the ``beams``
     rows of a sentence share its cross-attention keys/values; without it (the reference
     the cache is tested against) they are repeated per beam and the prefix is recomputed.
-    ``vocab`` (sorted target ids, eos among them; :mod:`minitrans.shortlist`) restricts the
+    ``vocab`` (sorted target ids, eos among them; :mod:`minitrans.decoding.shortlist`) restricts the
     output projection to those pieces; None scores the whole vocabulary.
     """
 
@@ -229,7 +202,7 @@ def greedy_search(model, src: Tensor, max_len_a: float = DEFAULT_MAX_LEN_A, max_
         src: Source ids (B, S), eos-terminated, right-padded.
         max_len_a, max_len_b: Output length limit ``a · src_len + b`` per sentence.
         use_cache: Decode incrementally (True) or recompute the prefix each step.
-        vocab: Sorted target ids to score (a shortlist, :mod:`minitrans.shortlist`); None = all.
+        vocab: Sorted target ids to score (a shortlist, :mod:`minitrans.decoding.shortlist`); None = all.
 
     Returns:
         One :class:`Hypothesis` per sentence, in input order.
@@ -280,7 +253,7 @@ def beam_search(model, src: Tensor, beam_size: int = DEFAULT_BEAM, alpha: float 
         max_len_a, max_len_b: Output length limit ``a · src_len + b`` per sentence.
         nbest: Hypotheses returned per sentence (at most ``beam_size``).
         use_cache: Decode incrementally (True) or recompute the prefix each step.
-        vocab: Sorted target ids to score (a shortlist, :mod:`minitrans.shortlist`); None = all.
+        vocab: Sorted target ids to score (a shortlist, :mod:`minitrans.decoding.shortlist`); None = all.
 
     Returns:
         For each sentence in input order, ``nbest`` hypotheses sorted best first.

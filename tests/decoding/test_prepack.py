@@ -1,4 +1,4 @@
-"""bf16 weights laid out once for oneDNN (``minitrans.prepack``): the same outputs as unpacked bf16."""
+"""bf16 weights laid out once for oneDNN (``minitrans.decoding.prepack``): the same outputs as unpacked bf16."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import synthetic_pairs
-from minitrans import prepack
+from minitrans.decoding import prepack
 from minitrans.native_engine import NativeEngine
 from minitrans.translate import Translator
 

@@ -1,6 +1,6 @@
 """Ensemble decoding: several models, one search.
 
-:class:`Ensemble` looks to :mod:`minitrans.search` like one Transformer: ``encode`` gives
+:class:`Ensemble` looks to :mod:`minitrans.decoding.search` like one Transformer: ``encode`` gives
 each member's encoder output, ``init_cache`` one key/value cache per member, and ``decode``
 the members' next-token distributions averaged in probability space at every step,
 ``log(1/M · Σ_m p_m(y | ·))`` (fairseq's ensemble rule; its result is already normalised,
