@@ -21,6 +21,9 @@ MOVED: dict[str, str] = {
                                          "decoder", "transformer")},
     **{name: f"decoding.{name}" for name in ("search", "kernels", "prepack", "shortlist", "ensemble", "workers",
                                             "confidence")},
+    "server": "serve.app", "server_settings": "serve.settings", "server_limits": "serve.limits",
+    "server_guard": "serve.guard", "server_worker": "serve.worker", "api_schema": "serve.schema",
+    "libretranslate": "serve.libretranslate",
 }
 
 

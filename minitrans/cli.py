@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     from minitrans.ctranslate2_export import QUANTIZATIONS
     from minitrans.engines import EXPORT_FORMATS
     from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
-    from minitrans.server_settings import ServerSettings
+    from minitrans.serve.settings import ServerSettings
     from minitrans.decoding.shortlist import FREQUENT as SHORTLIST_FREQUENT, TOP_K as SHORTLIST_TOP_K
 
     parser = _Parser(prog="minitrans", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)

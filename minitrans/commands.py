@@ -435,8 +435,8 @@ def cmd_serve(checkpoint: list[str], host: str, port: int, beam: int, alpha: flo
     except ImportError:
         raise UsageError('`minitrans serve` needs FastAPI and uvicorn: pip install -e ".[serve]"') from None
     from minitrans.decoding.settings import check_decoding
-    from minitrans.server import ServerSettings, check_port, serve
-    from minitrans.server_settings import read_api_keys
+    from minitrans.serve.app import ServerSettings, check_port, serve
+    from minitrans.serve.settings import read_api_keys
 
     check_decoding(beam, alpha)
     _check_device(device)

@@ -36,7 +36,7 @@ def server_url(trained_checkpoint):
 #: server answers a request over a limit the schema states (maxItems, maxLength).
 REJECTED = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
 #: A schema-valid request is accepted (schemathesis's list), or 413: the limits named in sentences
-#: count them after splitting (minitrans.server_limits), which no JSON Schema can state; the
+#: count them after splitting (minitrans.serve.limits), which no JSON Schema can state; the
 #: schema states the bounds on texts. The 413 must still match its declared schema.
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "413", "429", "5xx"]
 

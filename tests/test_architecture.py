@@ -38,7 +38,7 @@ def _top(names: set[str]) -> set[str]:
     return {n.split(".")[0] for n in names}
 
 
-@pytest.mark.parametrize("module", ["minitrans.translate", "minitrans.engines", "minitrans.server"])
+@pytest.mark.parametrize("module", ["minitrans.translate", "minitrans.engines", "minitrans.serve.app"])
 def test_inference_loads_neither_lightning_nor_datasets_nor_training(module):
     loaded = _loaded(module)
     assert not _top(loaded) & {"lightning", "pytorch_lightning", "datasets"}, sorted(_top(loaded) & {
@@ -57,7 +57,7 @@ def test_training_loads_no_inference_stack():
     loaded = _loaded("minitrans.training")
     inference = {"minitrans.translate", "minitrans.engines", "minitrans.auto_engine", "minitrans.native_engine",
                  "minitrans.ctranslate2_engine", "minitrans.ctranslate2_export", "minitrans.ctranslate2_cache",
-                 "minitrans.argos_export", "minitrans.hf_export", "minitrans.server", "minitrans.evaluate",
+                 "minitrans.argos_export", "minitrans.hf_export", "minitrans.serve.app", "minitrans.evaluate",
                  "minitrans.plotting", "minitrans.formats"}
     assert all(_exists(m) for m in inference), [m for m in inference if not _exists(m)]
     assert not loaded & inference, sorted(loaded & inference)
@@ -75,7 +75,7 @@ def test_each_rule_has_one_home():
 
     assert homes(r"\b6_?000\b") == ["engines.py"]  # DEFAULT_MAX_TOKENS
     assert homes(r"nbest\s*<=|<=\s*nbest|nbest\s*>\s*(self\.)?beam") == ["decoding/settings.py"]  # nbest_fits
-    assert homes(r"\b15\b") == ["libretranslate.py"] and texts["libretranslate.py"].count("15") == 1
+    assert homes(r"\b15\b") == ["serve/libretranslate.py"] and texts["serve/libretranslate.py"].count("15") == 1
     assert homes(r"[\"']\.(htm|md|srt)[\"']") == ["formats/__init__.py"]  # EXTENSIONS
 
 
@@ -146,6 +146,9 @@ def test_no_import_cycle_in_the_package():
 FOLDER_IMPORTS: dict[str, set[str]] = {
     "model": {"errors", "vocab"},  # the paper's model: PyTorch and the package's conventions only
     "decoding": {"model", "errors", "vocab"},  # the search and its speed-ups: over the model's interface
+    # the server: inference and its conventions, never training, data or the command line
+    "serve": {"_version", "checkpoint", "cleaning", "decoding", "engines", "errors", "formats", "languages",
+              "segment", "textio", "translate"},
     "formats": {"errors", "textio", "cleaning", "segment"},  # documents: text conventions only
 }
 
@@ -179,8 +182,8 @@ def test_folders_import_only_what_the_matrix_allows():
 def test_the_folder_matrix_fails_an_import_against_it():
     """The check can fail: the model importing the search (decoding) or a server module is refused."""
     graph = {**module_graph(), "minitrans.model.layers": {"minitrans.decoding.search", "minitrans.model.cache"},
-             "minitrans.formats.srt": {"minitrans.server"}}
-    assert sorted(folder_violations(graph)) == ["minitrans.formats.srt -> minitrans.server",
+             "minitrans.formats.srt": {"minitrans.serve.app"}}
+    assert sorted(folder_violations(graph)) == ["minitrans.formats.srt -> minitrans.serve.app",
                                                 "minitrans.model.layers -> minitrans.decoding.search"]
 
 

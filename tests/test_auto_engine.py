@@ -263,7 +263,7 @@ def test_the_server_reports_its_engine_and_still_gives_attention(trained_checkpo
     pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
     from fastapi.testclient import TestClient
 
-    from minitrans.server import ServerSettings, create_app
+    from minitrans.serve.app import ServerSettings, create_app
 
     translator = Translator.load(trained_checkpoint)
     with TestClient(create_app(translator, ServerSettings(beam=2))) as client:
@@ -284,7 +284,7 @@ def test_a_served_checkpoint_rewritten_on_disk_gives_no_attention_from_another_m
     pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
     from fastapi.testclient import TestClient
 
-    from minitrans.server import ServerSettings, create_app
+    from minitrans.serve.app import ServerSettings, create_app
 
     served = tmp_path / "best.ckpt"
     shutil.copy(trained_checkpoint, served)

@@ -54,7 +54,7 @@ def test_exports_and_the_server_publish_no_path(capsys, averaged, tmp_path):
     pytest.importorskip("ctranslate2")
     from fastapi.testclient import TestClient
 
-    from minitrans.server import create_app
+    from minitrans.serve.app import create_app
     from minitrans.translate import Translator
 
     out, _, _ = averaged

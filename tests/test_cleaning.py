@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from minitrans.cleaning import has_words, without_format_characters
-from minitrans.server import create_app
+from minitrans.serve.app import create_app
 from minitrans.translate import Translator
 
 INVISIBLE = ["\u200b", "\ufeff", "\u200c\u200d", "\u2060", "\u200b \u2060", "\u200c" * 5, "\u00ad"]

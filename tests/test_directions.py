@@ -12,7 +12,7 @@ from conftest import make_datamodule, make_mixture, needs_chromium, run_main, se
 from minitrans import languages  # noqa: E402
 from minitrans.corpus import aligned_split, eval_split, reverse_split  # noqa: E402
 from minitrans.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
-from minitrans.server import create_app  # noqa: E402
+from minitrans.serve.app import create_app  # noqa: E402
 from minitrans.translate import Translator  # noqa: E402
 
 

@@ -198,7 +198,7 @@ def test_the_server_runs_the_exported_model(ct2, native):
     pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
     from fastapi.testclient import TestClient
 
-    from minitrans.server import ServerSettings, create_app
+    from minitrans.serve.app import ServerSettings, create_app
 
     with TestClient(create_app(ct2, ServerSettings(beam=2))) as client:
         info = client.get("/v1/model").json()

@@ -81,7 +81,7 @@ def test_v1_model_and_evaluate_say_which_precision_and_why(trained_checkpoint, n
     from fastapi.testclient import TestClient
 
     from minitrans.evaluate import evaluate_checkpoint
-    from minitrans.server import create_app
+    from minitrans.serve.app import create_app
 
     translator = Translator.from_checkpoint(trained_checkpoint)
     with TestClient(create_app(translator)) as client:
@@ -161,7 +161,8 @@ def test_the_old_switches_live_only_at_the_public_entry_points():
     (:class:`Translator`); nothing below takes them (issue #44: one home per rule)."""
     import inspect
 
-    from minitrans import auto_engine, ctranslate2_engine, distill, evaluate, native_engine, server
+    from minitrans import auto_engine, ctranslate2_engine, distill, evaluate, native_engine
+    from minitrans.serve import app as server
 
     below = [native_engine.load, ctranslate2_engine.load, auto_engine.load, evaluate.evaluate_checkpoint,
              distill.distill, distill.translate_resumable, server.serve]

@@ -163,7 +163,7 @@ def test_cli_keeps_lines_and_reports_sentences(capsys, tmp_path, trained_checkpo
 def test_the_api_translates_texts(trained_checkpoint):
     from fastapi.testclient import TestClient
 
-    from minitrans.server import create_app
+    from minitrans.serve.app import create_app
 
     from minitrans import Translator
 

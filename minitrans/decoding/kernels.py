@@ -14,7 +14,7 @@ read as the paper.
 
 Each speed-up is measured in docs/speed.md ("The decoding step's small operations", "The fused
 attention kernel for translation on CPUs", "Prepacked matrix products"); the outputs equal the
-paper's path (tests/test_kernels.py).
+paper's path (tests/decoding/test_kernels.py).
 """
 
 from __future__ import annotations

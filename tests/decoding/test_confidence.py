@@ -101,7 +101,7 @@ def test_calibrate_writes_a_new_checkpoint_whose_flag_marks_the_share(capsys, tm
 def test_the_api_carries_confidence(translator):
     from fastapi.testclient import TestClient
 
-    from minitrans.server import create_app
+    from minitrans.serve.app import create_app
 
     with TestClient(create_app(translator)) as client:
         out = client.post("/v1/translate", json={"q": "The cat eats. The dog sees a book.", "beam": 2}).json()

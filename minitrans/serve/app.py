@@ -2,15 +2,15 @@
 per direction (``-m en-fr.ckpt -m fr-en.ckpt``: requests are routed by language pair).
 
 Decoding is CPU-bound and a model is not thread-safe, so one worker thread owns each model and
-gathers concurrent requests into batches (:mod:`minitrans.server_worker`). Input normalisation,
+gathers concurrent requests into batches (:mod:`minitrans.serve.worker`). Input normalisation,
 tokenisation and detokenisation are the Translator's, exactly as on the command line.
 
-The guards come first, on every route by construction (:mod:`minitrans.server_guard`): API
+The guards come first, on every route by construction (:mod:`minitrans.serve.guard`): API
 keys from the headers before a body is read, a request body's size and read time, a deadline
 for each request's headers and a cap on open connections. Limits answer with clear errors:
 too many sentences (counted after splitting) or characters, more sentences than the queue can
 ever hold, or attention weights over the response budget (413, naming what was counted;
-:mod:`minitrans.server_limits`);
+:mod:`minitrans.serve.limits`);
 invalid parameters, unknown keys and text that is not valid Unicode (422, naming the field,
 FastAPI's own validation); a full queue (503 with ``Retry-After``); a request that waited too
 long (504). Every accepted request gets exactly one result per input sentence, in order.
@@ -36,11 +36,12 @@ from importlib import resources
 from typing import Any
 
 from minitrans._version import __version__
-from minitrans import languages, segment, server_limits
+from minitrans import languages, segment
+from minitrans.serve import limits as server_limits
 from minitrans.checkpoint import published
 from minitrans.errors import UsageError
-from minitrans.server_settings import ServerSettings
-from minitrans.server_worker import BatchingWorker, DecodeKey, QueueFull
+from minitrans.serve.settings import ServerSettings
+from minitrans.serve.worker import BatchingWorker, DecodeKey, QueueFull
 from minitrans.translate import Translation, Translator
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class Service:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app):
-        from minitrans.server_guard import quiet_repeats
+        from minitrans.serve.guard import quiet_repeats
 
         quiet_repeats(asyncio.get_running_loop())
         self.workers = {pair: BatchingWorker(t, self.settings) for pair, t in self.models.items()}
@@ -142,7 +143,7 @@ class Service:
         """:meth:`run_job` for LibreTranslate's routes, in their error shape."""
         from fastapi import HTTPException
 
-        from minitrans import libretranslate
+        from minitrans.serve import libretranslate
 
         key = DecodeKey(beam, self.settings.alpha, nbest)
         try:
@@ -154,13 +155,13 @@ class Service:
 def create_app(translators, settings: ServerSettings | None = None):
     """The FastAPI application: the API, the page and its static files, over a Translator or
     a list of Translators of different directions (the first is the default direction),
-    behind :class:`~minitrans.server_guard.RequestGuard` (keys and body limits on every route)."""
+    behind :class:`~minitrans.serve.guard.RequestGuard` (keys and body limits on every route)."""
     from fastapi import FastAPI
     from fastapi.exceptions import RequestValidationError
     from fastapi.staticfiles import StaticFiles
 
-    from minitrans import libretranslate
-    from minitrans.server_guard import RequestGuard
+    from minitrans.serve import libretranslate
+    from minitrans.serve.guard import RequestGuard
 
     settings = settings or ServerSettings()
     service = Service(translators, settings)
@@ -224,7 +225,7 @@ def _add_translate_route(app, service: Service) -> None:
     """``POST /v1/translate``, its request model made for this server's limits and directions."""
     from fastapi import HTTPException, Request
 
-    from minitrans.api_schema import ERROR_RESPONSES, request_model, response_models
+    from minitrans.serve.schema import ERROR_RESPONSES, request_model, response_models
 
     settings = service.settings
     TranslateRequest = request_model(settings, service.directions)
@@ -365,7 +366,7 @@ def serve(checkpoints: str | list[str], host: str = "127.0.0.1", port: int = 800
         log.info("serving %s (%s→%s) on http://%s:%d, %s", path, *t.languages, host, port, t.describe())
     # The grace period outlasts timeout_s: every request in flight at SIGTERM gets its answer.
     # The protocol gives each request's headers a deadline and caps the open connections.
-    from minitrans.server_guard import BACKLOG, connection_protocol
+    from minitrans.serve.guard import BACKLOG, connection_protocol
 
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=settings.grace_s,
                 http=connection_protocol(settings), backlog=BACKLOG)

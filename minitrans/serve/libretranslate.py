@@ -10,12 +10,12 @@ and shutdown apply), texts are split into sentences and put back like ``/v1``'s,
 ``format=html`` keeps the markup (:mod:`minitrans.formats.html`). Unlike LibreTranslate, the
 output is not rewritten: no final punctuation copied from the source, no lower-casing, no HTML
 unescaping in text mode. Limits count sentences after splitting, as on ``/v1``
-(:mod:`minitrans.server_limits`): a page's sentences and attribute texts count; over a limit
+(:mod:`minitrans.serve.limits`): a page's sentences and attribute texts count; over a limit
 counted in sentences is 413, as on ``/v1`` (LibreTranslate's own character limit stays 400),
 and one deadline (``--timeout``) covers the whole
 request, however many texts it holds. ``api_key`` is accepted and ignored unless keys are
 configured (``minitrans serve --api-keys FILE``): then the server's guard
-(:mod:`minitrans.server_guard`) answers a request without one 400 and a wrong one 403, as
+(:mod:`minitrans.serve.guard`) answers a request without one 400 and a wrong one 403, as
 LibreTranslate does, before the route reads it.
 Language detection (``source=auto``, ``/detect``) is ``py3langid`` restricted to the languages
 the server knows.
@@ -30,8 +30,8 @@ from typing import Any, Awaitable, Callable
 
 from minitrans.errors import MinitransError
 from minitrans.languages import name
-from minitrans.server_limits import LimitExceeded, check_pieces, count
-from minitrans.server_settings import ServerSettings
+from minitrans.serve.limits import LimitExceeded, check_pieces, count
+from minitrans.serve.settings import ServerSettings
 
 #: LibreTranslate's bound on ``alternatives`` (its own API's; a request gets ``alternatives + 1``
 #: hypotheses, so the beam is raised to fit them).

@@ -6,7 +6,7 @@
   body is read and dropped (up to :data:`DRAIN_BYTES`, within ``read_timeout_s``) before the 413
   is sent, so that the client, still sending, can read it; a body that does not arrive within
   ``read_timeout_s`` is 408. With ``--api-keys``, every route but
-  :data:`~minitrans.server_settings.PUBLIC_PATHS` needs a key, checked from the headers first
+  :data:`~minitrans.serve.settings.PUBLIC_PATHS` needs a key, checked from the headers first
   (``X-API-Key``): a request without one is refused (401) before its body is read or validated.
   LibreTranslate's routes also take ``api_key`` from the query string or the body, as its
   clients send it (then 400 without one, 403 for a wrong one: LibreTranslate's answers). A new
@@ -30,7 +30,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qs
 
-from minitrans.server_settings import PUBLIC_PATHS, PUBLIC_PREFIXES, ServerSettings
+from minitrans.serve.settings import PUBLIC_PATHS, PUBLIC_PREFIXES, ServerSettings
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from minitrans import segment
-from minitrans.server_settings import ServerSettings
+from minitrans.serve.settings import ServerSettings
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from minitrans.server_limits import LimitExceeded, check_pieces, count
-from minitrans.server_settings import ServerSettings
+from minitrans.serve.limits import LimitExceeded, check_pieces, count
+from minitrans.serve.settings import ServerSettings
 
 SETTINGS = ServerSettings(max_sentences=16, max_chars=120, max_queue=20)
 SIXTY = " ".join(f"The cat number {i} eats." for i in range(60))

@@ -18,10 +18,10 @@ from minitrans import Translator
 fastapi = pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from minitrans.server import ServerSettings, create_app  # noqa: E402
-from minitrans.server_worker import BatchingWorker, DecodeKey  # noqa: E402
+from minitrans.serve.app import ServerSettings, create_app  # noqa: E402
+from minitrans.serve.worker import BatchingWorker, DecodeKey  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -187,7 +187,7 @@ def test_worker_finishes_queued_jobs_on_stop(translator):
 
 
 def test_server_imports_nothing_of_training():
-    code = ("import sys, minitrans.server; "
+    code = ("import sys, minitrans.serve.app; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('lightning', 'pytorch_lightning') "
             "or m in ('minitrans.training', 'minitrans.datamodule')]; print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -301,7 +301,7 @@ def test_serve_flags_are_checked_before_loading(capsys, tmp_path, flags, what):
 
 def test_jobs_with_other_settings_wait_in_arrival_order(translator):
     """Gathering skips jobs whose settings differ; they are decoded next, before newer jobs."""
-    from minitrans.server_worker import _Job
+    from minitrans.serve.worker import _Job
 
     worker = BatchingWorker(translator, ServerSettings(batch_wait_ms=0))
     worker.stop()  # the thread is gone: drive the gathering by hand

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.hostile  # the whole round runs with the other hostile 
 fastapi = pytest.importorskip("fastapi", reason="the [serve] extra is not installed")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from minitrans.server import ServerSettings, create_app  # noqa: E402
-from minitrans.server_worker import BatchingWorker, DecodeKey  # noqa: E402
+from minitrans.serve.app import ServerSettings, create_app  # noqa: E402
+from minitrans.serve.worker import BatchingWorker, DecodeKey  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=["native", "auto"])
@@ -271,7 +271,7 @@ def test_contract_the_schema_declares_every_answer(translator):
     assert pairs["anyOf"] == [{"properties": {"source": {"enum": ["en", None]}, "target": {"enum": ["fr", None]}}}]
     q = {o["type"]: o for o in body["properties"]["q"]["anyOf"]}
     # A text may hold many sentences: its length is bounded by the request's characters (8 x 100);
-    # the sentence limits are counted after splitting (tests/test_server_limits.py).
+    # the sentence limits are counted after splitting (tests/serve/test_limits.py).
     assert q["array"]["maxItems"] == 8 and q["string"]["maxLength"] == 800
     assert q["array"]["items"]["maxLength"] == 800
 

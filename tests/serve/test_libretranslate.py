@@ -20,8 +20,8 @@ libretranslatepy = pytest.importorskip("libretranslatepy")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from minitrans.server import create_app  # noqa: E402
-from minitrans.server_settings import ServerSettings  # noqa: E402
+from minitrans.serve.app import create_app  # noqa: E402
+from minitrans.serve.settings import ServerSettings  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +173,7 @@ def test_api_keys_gate_both_apis_as_libretranslate_does(translator, trained_chec
 
 def test_an_api_keys_file_must_hold_a_key(tmp_path):
     from minitrans.errors import UsageError
-    from minitrans.server_settings import read_api_keys
+    from minitrans.serve.settings import read_api_keys
 
     (tmp_path / "empty.txt").write_text("# nothing\n\n")
     with pytest.raises(UsageError, match="holds no key"):

@@ -16,7 +16,7 @@ class ServerSettings:
 
     Args:
         max_sentences: Sentences per request, counted after splitting (a text counts as its
-            sentences, at least one; :mod:`minitrans.server_limits`).
+            sentences, at least one; :mod:`minitrans.serve.limits`).
         max_chars: Characters per sentence (a request holds at most ``max_sentences ×
             max_chars`` characters in all).
         max_queue: Sentences waiting or decoding at once; beyond it requests get 503.
@@ -123,7 +123,7 @@ class ServerSettings:
 #: The routes open without a key when keys are configured: the page and its files, the health
 #: check, what a client reads before it has a key (LibreTranslate's front-end settings and
 #: languages, the served models) and the API's description. Every other route, present or
-#: future, needs one (:mod:`minitrans.server_guard`).
+#: future, needs one (:mod:`minitrans.serve.guard`).
 PUBLIC_PATHS = ("/", "/health", "/openapi.json", "/languages", "/frontend/settings", "/v1/model", "/v1/models")
 PUBLIC_PREFIXES = ("/static/",)
 

@@ -18,11 +18,11 @@ from fastapi.testclient import TestClient
 
 from conftest import free_port
 from minitrans.errors import UsageError
-from minitrans.server import create_app
-from minitrans.server_guard import RequestGuard
-from minitrans.server_settings import ServerSettings, read_api_keys
+from minitrans.serve.app import create_app
+from minitrans.serve.guard import RequestGuard
+from minitrans.serve.settings import ServerSettings, read_api_keys
 from minitrans.translate import Translator
-from test_server_worker import _slow_search
+from test_worker import _slow_search
 
 KEYED = ServerSettings(api_keys=("k1",))
 

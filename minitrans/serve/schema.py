@@ -11,7 +11,7 @@ against a live server) can rely on:
 * the bounds on texts are in the schema: at most ``max_sentences`` texts (``maxItems``: a text
   counts as one sentence at least), each of at most ``max_sentences × max_chars`` characters
   (``maxLength``), and "n-best at most beam" as an ``anyOf`` over the beam sizes; the limits
-  named in sentences are counted after splitting (:mod:`minitrans.server_limits`), which no
+  named in sentences are counted after splitting (:mod:`minitrans.serve.limits`), which no
   JSON Schema can state, and answer 413 naming what was counted;
 * every answer is declared: 200 with its schema, and 400/413/422/503/504 with theirs.
 """
@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from minitrans.cleaning import check_unicode
 from minitrans.decoding.settings import nbest_fits
-from minitrans.server_settings import MAX_ALPHA, MAX_BEAM, ServerSettings
+from minitrans.serve.settings import MAX_ALPHA, MAX_BEAM, ServerSettings
 
 
 def _whole_number(value: Any) -> Any:

@@ -8,7 +8,7 @@ When a gathered batch fails, its jobs are decoded again one by one, so only the 
 fails; a cancelled job (its request timed out, or its client went away) is dropped from the
 queue, and its decoding stops at the next decoding batch. The queue counts sentences
 (``max_queue``): a job weighs the sentences its request was counted as
-(:mod:`minitrans.server_limits`).
+(:mod:`minitrans.serve.limits`).
 
 Inference code: it imports neither FastAPI nor Lightning.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minitrans.engines import Cancelled
-from minitrans.server_settings import ServerSettings
+from minitrans.serve.settings import ServerSettings
 from minitrans.translate import Translator
 
 log = logging.getLogger(__name__)
