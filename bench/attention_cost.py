@@ -60,7 +60,7 @@ def main() -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        from minitrans.textio import atomic_output
+        from minitrans.text.textio import atomic_output
 
         fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(9, 3.4))
         lengths = [r[0] for r in rows]

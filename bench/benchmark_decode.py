@@ -53,7 +53,7 @@ from pathlib import Path
 
 def source_language(checkpoint: str) -> str:
     """The checkpoint's source language: the test set is read in its direction."""
-    from minitrans import languages
+    from minitrans.text import languages
     from minitrans.engines import load_metadata
 
     return languages.of(load_metadata(checkpoint))[0]

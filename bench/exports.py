@@ -74,7 +74,7 @@ def main() -> None:
     from minitrans.evaluate import load_eval_data
     from minitrans.hf_export import export as export_hf
     from minitrans.metrics import score
-    from minitrans.vocab import BOS_ID, EOS_ID
+    from minitrans.text.vocab import BOS_ID, EOS_ID
 
     native = Translator.from_checkpoint(args.checkpoint)
     source, target = native.languages

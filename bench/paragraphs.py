@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=5)
     args = parser.parse_args()
 
-    from minitrans import languages
+    from minitrans.text import languages
     from minitrans.engines import load_metadata
 
     if languages.of(load_metadata(args.checkpoint)) != ("en", "fr"):

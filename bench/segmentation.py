@@ -179,11 +179,11 @@ def score(seg, paras) -> dict[str, float]:
 
 
 def fast_path(data_dir: str, limit: int) -> None:
-    """The lines :mod:`minitrans.segment` keeps whole without asking pysbd, against pysbd's
+    """The lines :mod:`minitrans.text.segment` keeps whole without asking pysbd, against pysbd's
     answer for them: the first ``limit`` lines of every corpus file, each language with its rules."""
     from unittest import mock
 
-    from minitrans import segment
+    from minitrans.text import segment
 
     root = Path(data_dir)
     files = {lang: sorted(root.glob(f"*/*.{lang}")) for lang in ("en", "fr")}
@@ -214,7 +214,7 @@ def main() -> None:
     parser.add_argument("--segmenters", default="pysbd,sentencex,syntok,regex")
     parser.add_argument("--data-dir", default=os.environ.get("MINITRANS_DATA", "data/raw"))
     parser.add_argument("--worst-case", action="store_true",
-                        help="only time pysbd on 60,000 characters of 'a. ', whole and through minitrans.segment")
+                        help="only time pysbd on 60,000 characters of 'a. ', whole and through minitrans.text.segment")
     parser.add_argument("--fast-path", action="store_true",
                         help="only check the lines minitrans keeps whole without pysbd against pysbd")
     parser.add_argument("--limit", type=int, default=20_000, help="--fast-path: lines read from each corpus file")
@@ -222,10 +222,10 @@ def main() -> None:
     if args.fast_path:
         return fast_path(args.data_dir, args.limit)
     if args.worst_case:
-        from minitrans.segment import split
+        from minitrans.text.segment import split
 
         text = "a. " * 20_000
-        for name, run in (("pysbd, whole", segmenter("pysbd", "en")), ("minitrans.segment.split (windows)", split)):
+        for name, run in (("pysbd, whole", segmenter("pysbd", "en")), ("minitrans.text.segment.split (windows)", split)):
             started = time.perf_counter()
             run(text)
             print(f"{name}: {time.perf_counter() - started:.1f} s for {len(text):,} characters")

@@ -54,7 +54,7 @@ writeFileSync(out, JSON.stringify(report));
 
 
 def corpus_lines(data_dir: Path) -> list[str]:
-    from minitrans.cleaning import clean, without_format_characters
+    from minitrans.text.cleaning import clean, without_format_characters
 
     lines = []
     for pair in (data_dir / "tatoeba-fra-eng" / "fra.txt").read_text(encoding="utf-8").splitlines():

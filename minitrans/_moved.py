@@ -24,6 +24,7 @@ MOVED: dict[str, str] = {
     "server": "serve.app", "server_settings": "serve.settings", "server_limits": "serve.limits",
     "server_guard": "serve.guard", "server_worker": "serve.worker", "api_schema": "serve.schema",
     "libretranslate": "serve.libretranslate",
+    **{name: f"text.{name}" for name in ("vocab", "languages", "cleaning", "segment", "textio", "tokenizer")},
 }
 
 

@@ -32,12 +32,13 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from minitrans import languages, sentence_onnx
+from minitrans import sentence_onnx
+from minitrans.text import languages
 from minitrans._version import __version__
 from minitrans.ctranslate2_export import QUANTIZATIONS, export_ctranslate2
 from minitrans.engines import load_metadata
 from minitrans.errors import UsageError
-from minitrans.textio import atomic_output
+from minitrans.text.textio import atomic_output
 
 __all__ = ["QUANTIZATIONS", "export"]
 

@@ -17,7 +17,7 @@ from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
 from minitrans.errors import ConfigError
-from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID
+from minitrans.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 class Batch(NamedTuple):

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 
 from minitrans.errors import MinitransError
-from minitrans.textio import disk_full, write_failed
+from minitrans.text.textio import disk_full, write_failed
 
 
 def _one_line(text: str) -> str:

@@ -36,16 +36,16 @@ from typing import Any
 import torch
 
 from minitrans._version import __version__
-from minitrans import languages
+from minitrans.text import languages
 from minitrans.model.config import ModelConfig
 from minitrans.errors import CheckpointError, UsageError
-from minitrans.textio import atomic_output, file_sha256, same_file, write_failed
-from minitrans.tokenizer import Tokenizer
+from minitrans.text.textio import atomic_output, file_sha256, same_file, write_failed
+from minitrans.text.tokenizer import Tokenizer
 from minitrans.model.transformer import Transformer
 
 
 def save_atomic(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save`` through :func:`~minitrans.textio.atomic_output`: a crash never leaves a
+    """``torch.save`` through :func:`~minitrans.text.textio.atomic_output`: a crash never leaves a
     truncated file under the final name, and temporaries of killed earlier saves are removed."""
     try:
         with atomic_output(path, "wb") as f:

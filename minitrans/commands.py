@@ -22,11 +22,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from minitrans import languages
+from minitrans.text import languages
 from minitrans.errors import UsageError
 from minitrans.formats import format_for
 from minitrans.progress import Progress
-from minitrans.textio import (atomic_output, check_writable, check_writable_folder, decode_text, is_readable_file,
+from minitrans.text.textio import (atomic_output, check_writable, check_writable_folder, decode_text, is_readable_file,
                               iter_lines, read_lines, same_file)
 
 log = logging.getLogger("minitrans")

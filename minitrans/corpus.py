@@ -18,10 +18,10 @@ from pathlib import Path
 
 import datasets
 
-from minitrans.cleaning import CleaningReport, clean
+from minitrans.text.cleaning import CleaningReport, clean
 from minitrans.errors import DataError
 from minitrans.stream import build_train_split
-from minitrans.textio import iter_lines
+from minitrans.text.textio import iter_lines
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def _require_file(path: Path, what: str, hint: str = DATA_HINT) -> None:
 
 def iter_tsv(path: str | os.PathLike) -> Iterator[tuple[str, str]]:
     """Pairs from an ``English<TAB>French[<TAB>anything]`` file, raw (not cleaned), one at a time.
-    Lines are read as :mod:`minitrans.textio` reads them (``\n`` only, BOM dropped, UTF-8). The
+    Lines are read as :mod:`minitrans.text.textio` reads them (``\n`` only, BOM dropped, UTF-8). The
     file is checked at once; a malformed line raises when the reading reaches it."""
     path = Path(path)
     _require_file(path, "Parallel TSV file")

@@ -9,7 +9,7 @@ decoded and later runs reuse it:
   ``$XDG_CACHE_HOME/minitrans``, else ``~/.cache/minitrans``, and ``<key>`` is a digest of the
   checkpoint's sha256, this exporter's version and CTranslate2's: a retrained, averaged or
   edited checkpoint, or a new CTranslate2, gets a new folder;
-* it is written atomically (:func:`minitrans.textio.atomic_folder`) under a file lock: a second
+* it is written atomically (:func:`minitrans.text.textio.atomic_folder`) under a file lock: a second
   process converting the same checkpoint waits for the first and reuses its folder;
 * a cached folder is checked before use (its files, the weights' sha256 recorded at export, the
   checkpoint it came from); a damaged one is converted again;
@@ -35,7 +35,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from minitrans.errors import CheckpointError
-from minitrans.textio import file_sha256
+from minitrans.text.textio import file_sha256
 from minitrans.usercache import (UntrustedCache, cache_root, discard, evict, limit_bytes, make_private,
                                  private_fallback, touch, trusted_entry, trusted_folder)
 

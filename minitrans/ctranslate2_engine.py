@@ -44,9 +44,9 @@ from minitrans.engines import DEFAULT_MAX_TOKENS, check_stop, check_workers
 from minitrans.precision import Precision
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.decoding.search import Hypothesis, length_limits, length_penalty
-from minitrans.textio import file_sha256
-from minitrans.tokenizer import Tokenizer
-from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID
+from minitrans.text.textio import file_sha256
+from minitrans.text.tokenizer import Tokenizer
+from minitrans.text.vocab import BOS_ID, EOS_ID, PAD_ID
 from minitrans.decoding.workers import default_workers
 
 META_FILE, SPM_FILE = "minitrans.json", "sentencepiece.model"

@@ -43,7 +43,7 @@ from minitrans.checkpoint import load_for_inference, published
 from minitrans.ctranslate2_engine import EXPORT_FILES, META_FILE, SPM_FILE, file_sha256, import_ctranslate2, is_export
 from minitrans.errors import UsageError
 from minitrans.model.layers import sinusoidal_table
-from minitrans.textio import atomic_folder, check_replaceable_folder
+from minitrans.text.textio import atomic_folder, check_replaceable_folder
 
 #: Rows of the written sinusoid table at least (see :func:`_stack_inputs`).
 MIN_POSITIONS = 1024
@@ -165,5 +165,5 @@ def export_ctranslate2(checkpoint: str | os.PathLike, output_dir: str | os.PathL
 def check_replaceable(output_dir: str | os.PathLike, checkpoint: str | os.PathLike, force: bool) -> None:
     """Refuse an output folder whose replacement could lose a user's files: only an empty folder,
     or one holding nothing but an export's files with ``force``
-    (:func:`minitrans.textio.check_replaceable_folder`)."""
+    (:func:`minitrans.text.textio.check_replaceable_folder`)."""
     check_replaceable_folder(output_dir, checkpoint, force, EXPORT_FILES, is_export, "minitrans export")

@@ -41,8 +41,8 @@ from minitrans.errors import DataError
 from minitrans.mixture import CorpusSpec, decontaminate, epoch_rows, probabilities
 from minitrans.sources import for_direction, load_corpus
 from minitrans.stream import spm_sample
-from minitrans.textio import disk_full, write_failed
-from minitrans.tokenizer import Tokenizer
+from minitrans.text.textio import disk_full, write_failed
+from minitrans.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 #: Part of every cache key: raise it when the cache's layout or content changes.

@@ -26,10 +26,10 @@ from minitrans.corpus import data_dir_for
 from minitrans.batching import ArrowPairDataset, PairDataset, SampledPairDataset, TokenBatchSampler, collate
 from minitrans.errors import DataError
 from minitrans.stream import numeric_column
-from minitrans import languages
+from minitrans.text import languages
 from minitrans.sources import source_files
 from minitrans.mixture import CorpusSpec, check_specs, epoch_rows, probabilities
-from minitrans.tokenizer import Tokenizer
+from minitrans.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -31,11 +31,11 @@ import shutil
 import time
 from pathlib import Path
 
-from minitrans.cleaning import clean
+from minitrans.text.cleaning import clean
 from minitrans.corpus import resolve_data_dir
 from minitrans.sources import Multi30k
 from minitrans.errors import UsageError
-from minitrans.textio import atomic_output, read_lines, write_text_atomic
+from minitrans.text.textio import atomic_output, read_lines, write_text_atomic
 
 log = logging.getLogger("minitrans.distill")
 

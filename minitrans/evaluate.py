@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from minitrans.cleaning import clean
+from minitrans.text.cleaning import clean
 from minitrans.corpus import read_aligned
 from minitrans.metrics import score
 from minitrans.sources import for_direction, load_corpus
 from minitrans.errors import DataError
 from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
-from minitrans.textio import write_text_atomic
+from minitrans.text.textio import write_text_atomic
 from minitrans.translate import Translator
 
 

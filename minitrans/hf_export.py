@@ -41,15 +41,15 @@ from pathlib import Path
 
 import torch
 
-from minitrans import languages
+from minitrans.text import languages
 from minitrans._version import __version__
 from minitrans.checkpoint import load_for_inference, published
 from minitrans.ctranslate2_export import MIN_POSITIONS  # generate() may be asked for long outputs too
 from minitrans.errors import UsageError
 from minitrans.model.layers import sinusoidal_table
 from minitrans.decoding.settings import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
-from minitrans.textio import atomic_folder, check_replaceable_folder, file_sha256
-from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from minitrans.text.textio import atomic_folder, check_replaceable_folder, file_sha256
+from minitrans.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 QUANTIZATIONS = ("float32",)
 FILES = ("config.json", "generation_config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json",

@@ -30,7 +30,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from minitrans.vocab import PAD_ID
+from minitrans.text.vocab import PAD_ID
 
 #: Target positions per block: 512 × a 5,000-piece vocabulary is 10 MB in float32, and a large
 #: enough matrix product to run near the CPU's peak (128 to 4,096 measured: docs/speed.md).

@@ -39,7 +39,7 @@ from torch import Tensor, nn
 
 from minitrans.model.attention import scaled_dot_product_attention
 from minitrans.errors import UsageError
-from minitrans.vocab import BOS_ID
+from minitrans.text.vocab import BOS_ID
 
 #: ONNX operator set of the graphs (onnxruntime-web 1.2x runs up to 21).
 OPSET = 17

@@ -12,9 +12,9 @@ import csv
 import os
 from pathlib import Path
 
-from minitrans import languages
+from minitrans.text import languages
 from minitrans.errors import UsageError
-from minitrans.textio import atomic_output
+from minitrans.text.textio import atomic_output
 
 
 def _pyplot():

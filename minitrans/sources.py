@@ -23,7 +23,7 @@ from pathlib import Path
 
 import datasets
 
-from minitrans.cleaning import CleaningReport
+from minitrans.text.cleaning import CleaningReport
 from minitrans.corpus import (MULTI30K_SPLITS, aligned_split, assemble, eval_split, grouped_split, iter_aligned,
                               iter_tsv, load_hub, read_aligned, read_tsv, resolve_data_dir, reverse_split)
 from minitrans.errors import DataError

@@ -5,7 +5,7 @@ pairs one at a time (from a file reader or any iterable), cleans and filters eac
 and lets ``datasets.Dataset.from_generator`` write them to Arrow files on disk in batches. Exact
 duplicates are found from a 64-bit hash column (BLAKE2b of both sides) with NumPy, not from a
 Python set of strings: 8 bytes per pair instead of both sentences. The result equals
-:func:`minitrans.cleaning.clean_train_pairs` of the same pairs row for row (same order, first
+:func:`minitrans.text.cleaning.clean_train_pairs` of the same pairs row for row (same order, first
 occurrence kept; ``tests/test_stream.py`` checks it); a hash collision, which would drop a pair
 wrongly, has probability about ``n² / 2⁶⁵`` (2·10⁻⁶ for 8M pairs).
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import datasets
 import numpy as np
 
-from minitrans.cleaning import CleaningReport, clean, reject_reason
+from minitrans.text.cleaning import CleaningReport, clean, reject_reason
 from minitrans.errors import DataError
 
 TRAIN_FEATURES = datasets.Features({"en": datasets.Value("string"), "fr": datasets.Value("string")})

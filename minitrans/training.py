@@ -34,7 +34,7 @@ from minitrans.budget import spent
 from minitrans.schedule import budgeted, cosine, inverse_sqrt
 from minitrans.decoding.settings import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from minitrans.decoding.search import greedy_search
-from minitrans.tokenizer import Tokenizer
+from minitrans.text.tokenizer import Tokenizer
 from minitrans.model.transformer import Transformer
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Translator: strings in, strings out, from a self-contained checkpoint or an exported model.
 
-Each input string is a text: it is split into sentences (:mod:`minitrans.segment`), every
+Each input string is a text: it is split into sentences (:mod:`minitrans.text.segment`), every
 sentence of every input is normalised, tokenised and decoded in one batched search by an
 engine (:mod:`minitrans.engines`), and each text is put back together with its own spacing and
 line breaks. Results come in input order, one per input. Empty and whitespace-only inputs give
@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 import torch
 
 from minitrans.checkpoint import load_for_inference
-from minitrans import languages, segment
+from minitrans.text import languages
+from minitrans.text import segment
 from minitrans.decoding.confidence import confidence
-from minitrans.cleaning import check_unicode, clean, has_words, without_format_characters
+from minitrans.text.cleaning import check_unicode, clean, has_words, without_format_characters
 from minitrans.auto_engine import open_model
 from minitrans.engines import DEFAULT_MAX_TOKENS, is_exported
 from minitrans.native_engine import NativeEngine
@@ -29,8 +30,8 @@ from minitrans.precision import folded, requested
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, check_decoding
 from minitrans.decoding.search import Hypothesis
-from minitrans.tokenizer import Tokenizer
-from minitrans.vocab import EOS_ID
+from minitrans.text.tokenizer import Tokenizer
+from minitrans.text.vocab import EOS_ID
 from minitrans.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
@@ -216,7 +217,7 @@ class Translator:
     def _check_unchanged(self, path) -> None:
         """Refuse a checkpoint rewritten since this translator was loaded (a training run writes
         ``best.ckpt`` again): its native copy would be another model than the one decoding."""
-        from minitrans.textio import file_sha256
+        from minitrans.text.textio import file_sha256
 
         expected = self._source_sha256
         try:

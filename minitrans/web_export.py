@@ -36,14 +36,15 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
-from minitrans import languages, web_runtime
+from minitrans import web_runtime
+from minitrans.text import languages
 from minitrans._version import __version__
 from minitrans.checkpoint import load_for_inference, published
 from minitrans.errors import UsageError
 from minitrans.onnx_graphs import QUANTIZATIONS, export_graphs
 from minitrans.sentence_onnx import ABBREVIATIONS
 from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
-from minitrans.textio import atomic_folder, check_replaceable_folder, file_sha256
+from minitrans.text.textio import atomic_folder, check_replaceable_folder, file_sha256
 
 __all__ = ["QUANTIZATIONS", "export"]
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from minitrans.boundary import error_boundary
 from minitrans.errors import UsageError
-from minitrans.textio import atomic_folder
+from minitrans.text.textio import atomic_folder
 from minitrans.usercache import UntrustedCache, cache_root, discard, make_private, trusted_folder
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from minitrans.textio import read_lines
+from minitrans.text.textio import read_lines
 
 HERE = Path(__file__).resolve().parent
 

@@ -35,7 +35,7 @@ EXTENSIONS = {"html": (".html", ".htm"), "markdown": (".md", ".markdown"), "srt"
 MAX_BYTES = 400_000  # larger files are rare and slow; they are skipped, and counted as skipped
 PYDOC_MODULES = ["json", "html.parser", "argparse", "pathlib", "collections", "dataclasses", "logging", "re",
                  "textwrap", "unicodedata", "zipfile", "sacrebleu", "sentencepiece", "markdown_it", "pysbd",
-                 "minitrans.segment", "minitrans.formats.html", "minitrans.translate", "minitrans.textio"]
+                 "minitrans.text.segment", "minitrans.formats.html", "minitrans.translate", "minitrans.text.textio"]
 
 
 def _files(fmt: str) -> list[Path]:
@@ -161,7 +161,7 @@ class _Reports(logging.Handler):
 
 def problem(fmt: str, document: str) -> str | None:
     """What is wrong with translating ``document`` (None: nothing)."""
-    from minitrans.cleaning import has_words
+    from minitrans.text.cleaning import has_words
     from minitrans.errors import DataError
     from minitrans.formats import translate_document
     from test_formats import _srt_skeleton, md_skeleton, shout, skeleton

@@ -144,12 +144,12 @@ def test_no_import_cycle_in_the_package():
 #: named here, nothing else. Modules at the top may import any folder (they are the upper
 #: stages, or conventions every stage shares).
 FOLDER_IMPORTS: dict[str, set[str]] = {
-    "model": {"errors", "vocab"},  # the paper's model: PyTorch and the package's conventions only
-    "decoding": {"model", "errors", "vocab"},  # the search and its speed-ups: over the model's interface
+    "text": {"errors"},  # the text conventions: the bottom of the house
+    "model": {"errors", "text"},  # the paper's model: PyTorch and the package's conventions only
+    "decoding": {"model", "errors", "text"},  # the search and its speed-ups: over the model's interface
     # the server: inference and its conventions, never training, data or the command line
-    "serve": {"_version", "checkpoint", "cleaning", "decoding", "engines", "errors", "formats", "languages",
-              "segment", "textio", "translate"},
-    "formats": {"errors", "textio", "cleaning", "segment"},  # documents: text conventions only
+    "serve": {"_version", "checkpoint", "decoding", "engines", "errors", "formats", "text", "translate"},
+    "formats": {"errors", "text"},  # documents: the text conventions only
 }
 
 

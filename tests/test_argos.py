@@ -15,7 +15,7 @@ pytest.importorskip("onnx")
 argostranslate = pytest.importorskip("argostranslate")
 
 from conftest import run_main  # noqa: E402
-from minitrans import segment  # noqa: E402
+from minitrans.text import segment  # noqa: E402
 from minitrans.argos_export import export  # noqa: E402
 from minitrans.errors import UsageError  # noqa: E402
 from minitrans.translate import Translator  # noqa: E402

@@ -196,7 +196,7 @@ def test_a_damaged_cache_entry_is_converted_again(trained_checkpoint, cache, mon
 
 
 def auto_engine_sha(path) -> str:
-    from minitrans.textio import file_sha256
+    from minitrans.text.textio import file_sha256
 
     return file_sha256(path)
 

@@ -3,7 +3,7 @@ import random
 import pytest
 
 from minitrans.batching import PairDataset, TokenBatchSampler, collate
-from minitrans.tokenizer import BOS_ID, EOS_ID
+from minitrans.text.tokenizer import BOS_ID, EOS_ID
 
 
 def realistic_lengths(n=5000, seed=0):

@@ -12,7 +12,7 @@ import torch
 
 from conftest import one_line_error, run_main
 from minitrans.checkpoint import checkpoint_metadata, load_checkpoint, published, save_atomic
-from minitrans.textio import file_sha256
+from minitrans.text.textio import file_sha256
 
 
 def test_published_turns_paths_into_names():

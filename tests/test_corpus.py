@@ -3,7 +3,7 @@ import urllib.error
 import pytest
 
 from minitrans import corpus
-from minitrans.cleaning import clean, clean_train_pairs
+from minitrans.text.cleaning import clean, clean_train_pairs
 from minitrans.corpus import grouped_split, read_aligned, read_tsv
 from minitrans.sources import load_corpus
 from minitrans.errors import DataError

@@ -49,7 +49,7 @@ def test_loaders_yield_batches_with_references(prepared):
 # -- hostile cases (issue #14's first round) --------------------------------------------------
 @pytest.mark.hostile
 def test_11_a_swapped_tokenizer_is_caught(tmp_path, trained_checkpoint, prepared):
-    from minitrans.tokenizer import Tokenizer
+    from minitrans.text.tokenizer import Tokenizer
 
     checkpoint = load_checkpoint(trained_checkpoint)
     other = Tokenizer.train([f for _, f in synthetic_pairs(300, seed=77)] + ["zzz qqq"] * 5, 320)
@@ -204,7 +204,7 @@ def test_a_cache_that_cannot_be_written_names_the_cache_not_its_temporary(tmp_pa
     """Issue #59, item 12, for the data cache: every OSError of the build's own folder is the one
     line naming the cache asked for."""
     from minitrans import datacache
-    from minitrans.textio import WriteError
+    from minitrans.text.textio import WriteError
 
     path = tmp_path / "cache" / "tsv-0123456789ab"
 

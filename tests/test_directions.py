@@ -9,7 +9,7 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from conftest import make_datamodule, make_mixture, needs_chromium, run_main, served_page, start_server  # noqa: E402
-from minitrans import languages  # noqa: E402
+from minitrans.text import languages  # noqa: E402
 from minitrans.corpus import aligned_split, eval_split, reverse_split  # noqa: E402
 from minitrans.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
 from minitrans.serve.app import create_app  # noqa: E402
@@ -203,7 +203,7 @@ def test_every_export_goes_out_in_the_checkpoints_direction(trained_fr_en, tmp_p
                                            ("markdown", "# Titre\n\nM. Dupont est là. Il part.\n"),
                                            ("srt", "1\n00:00:01,000 --> 00:00:02,000\nM. Dupont est là. Il part.\n")])
 def test_documents_are_split_with_the_rules_of_the_models_source_language(monkeypatch, fmt, document):
-    from minitrans import segment
+    from minitrans.text import segment
     from minitrans.formats import translate_document
 
     seen, split = [], segment.split

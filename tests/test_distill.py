@@ -16,7 +16,7 @@ from conftest import make_datamodule, synthetic_pairs
 from minitrans.checkpoint import load_for_inference
 from minitrans.errors import DataError
 from minitrans.errors import ConfigError
-from minitrans.textio import read_lines
+from minitrans.text.textio import read_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,7 +121,7 @@ checkpoint: {{dirpath: {tmp_path}/ckpt}}
 
 
 def test_init_from_refuses_another_shape_or_tokenizer(trained_checkpoint, prepared, tmp_path):
-    from minitrans.tokenizer import Tokenizer
+    from minitrans.text.tokenizer import Tokenizer
     from minitrans.training import TranslationModule
 
     teacher_config = load_for_inference(trained_checkpoint)[0].config

@@ -19,7 +19,7 @@ from minitrans.hf_export import export, permutation  # noqa: E402
 from minitrans.model.layers import sinusoidal_table  # noqa: E402
 from minitrans.model.transformer import Transformer  # noqa: E402
 from minitrans.translate import Translator  # noqa: E402
-from minitrans.vocab import BOS_ID, EOS_ID  # noqa: E402
+from minitrans.text.vocab import BOS_ID, EOS_ID  # noqa: E402
 
 SENTENCES = [en for en, _ in synthetic_pairs(16, seed=5)] + ["The cat eats an apple in the garden today."]
 TOLERANCE = 1e-4  # largest |difference| of a logit, float32

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from minitrans import cli
 from minitrans.batching import TokenBatchSampler
-from minitrans.cleaning import clean
+from minitrans.text.cleaning import clean
 from minitrans.errors import DataError
-from minitrans.textio import iter_lines
+from minitrans.text.textio import iter_lines
 
 # Every code point that str.splitlines() or universal newlines treat as a line break,
 # plus BOM, NUL and ordinary text.

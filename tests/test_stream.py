@@ -6,7 +6,7 @@ import hashlib
 import pytest
 
 from conftest import make_datamodule, synthetic_pairs, write_multi30k
-from minitrans.cleaning import clean_train_pairs
+from minitrans.text.cleaning import clean_train_pairs
 from minitrans.sources import load_corpus
 from minitrans.errors import DataError
 from minitrans.stream import build_train_split, spm_sample

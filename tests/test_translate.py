@@ -63,7 +63,7 @@ def test_greedy_equals_beam_one(translator):
 
     from minitrans.batching import pad
     from minitrans.decoding.search import beam_search
-    from minitrans.tokenizer import EOS_ID
+    from minitrans.text.tokenizer import EOS_ID
 
     sentences = [e for e, _ in synthetic_pairs(6, seed=8)]
     src = pad([ids + [EOS_ID] for ids in translator.tokenizer.encode(sentences)])

@@ -49,7 +49,7 @@ def plant(root, checkpoint, other_checkpoint, tmp_path) -> tuple:
     """Another model's conversion under ``checkpoint``'s key, its metadata naming ``checkpoint``'s
     sha256 (as anyone can compute for a public checkpoint)."""
     from minitrans.ctranslate2_export import export_ctranslate2
-    from minitrans.textio import file_sha256
+    from minitrans.text.textio import file_sha256
 
     sha = file_sha256(checkpoint)
     entry = root / "ctranslate2" / ctranslate2_cache.key(sha)
@@ -113,7 +113,7 @@ def test_a_root_others_may_write_is_refused_even_when_it_is_ours(root, trained_c
 
 
 def test_a_link_in_an_entrys_place_is_replaced_not_followed(root, trained_checkpoint, tmp_path):
-    from minitrans.textio import file_sha256
+    from minitrans.text.textio import file_sha256
 
     users = tmp_path / "users-folder"
     users.mkdir()

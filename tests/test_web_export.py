@@ -26,10 +26,10 @@ import sacrebleu
 
 from conftest import launch_chromium, needs_chromium, run_main, synthetic_pairs
 from minitrans import web_runtime
-from minitrans.cleaning import clean, has_words, without_format_characters
+from minitrans.text.cleaning import clean, has_words, without_format_characters
 from minitrans.errors import UsageError
 from minitrans.translate import Translator
-from minitrans.vocab import BOS_ID, EOS_ID
+from minitrans.text.vocab import BOS_ID, EOS_ID
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = shutil.which("node")
@@ -122,7 +122,7 @@ def test_graphs_give_the_native_greedy_output(exported, trained_checkpoint, prec
 
 
 def test_manifest_and_files(exported, trained_checkpoint):
-    from minitrans.textio import file_sha256
+    from minitrans.text.textio import file_sha256
     from minitrans.web_export import FILES
 
     folder = exported / "fp32"

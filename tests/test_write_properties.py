@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from conftest import run_main
 from minitrans.errors import UsageError
-from minitrans.textio import atomic_output, output_target
+from minitrans.text.textio import atomic_output, output_target
 
 KINDS = ["missing", "regular", "symlink", "dangling-symlink", "symlink-to-fifo", "fifo", "device", "folder", "socket"]
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))

@@ -30,7 +30,7 @@ from minitrans.decoding.kernels import projection
 from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, nbest_fits
 from minitrans.errors import UsageError
 from minitrans.model.masks import padding_mask
-from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID
+from minitrans.text.vocab import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass

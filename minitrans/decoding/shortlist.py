@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from minitrans.errors import CheckpointError
-from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from minitrans.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 #: Target pieces kept per source piece, and target pieces every batch scores: chosen on the
 #: quickstart model (docs/speed.md).

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from minitrans.cleaning import has_words
+from minitrans.text.cleaning import has_words
 from minitrans.errors import UsageError
-from minitrans.textio import BOM
+from minitrans.text.textio import BOM
 
 TranslateTexts = Callable[[list[str]], list[str]]
 

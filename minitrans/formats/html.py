@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from minitrans import segment
+from minitrans.text import segment
 from minitrans.errors import DataError
 from minitrans.formats import TranslateTexts
 from minitrans.formats.inline import put_back, text_of

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from minitrans import segment
+from minitrans.text import segment
 
 _WORD = re.compile(r"\w+")
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import re
 
-from minitrans import segment
+from minitrans.text import segment
 from minitrans.formats import TranslateTexts
 from minitrans.formats.inline import Items, put_back, text_of, wrap
 

@@ -10,7 +10,7 @@ unchanged keeps its own cut and lines: identity translation is byte for byte). M
 (``<i>``, ``</font>``, ``{\an8}``) is kept there and never sent to the model (markup inside a
 line is translated as text). A number line followed by a timing line
 starts a cue even without the blank line before it (hand-edited files often lack it). Lines are
-split on ``\n`` only, as :mod:`minitrans.textio` reads lines. Everything but the text lines is written
+split on ``\n`` only, as :mod:`minitrans.text.textio` reads lines. Everything but the text lines is written
 back byte for byte (the ``srt`` package would renumber and reformat timings, so the few lines
 that read the layout are written here).
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from minitrans import segment
+from minitrans.text import segment
 from minitrans.errors import DataError
 from minitrans.formats import TranslateTexts
 from minitrans.formats.inline import wrap
@@ -37,7 +37,7 @@ class _Cue:
 
 
 def _lines(document: str) -> list[str]:
-    """The document's lines with their ends, split on ``\n`` only (:mod:`minitrans.textio`'s
+    """The document's lines with their ends, split on ``\n`` only (:mod:`minitrans.text.textio`'s
     rule: U+2028, ``\x0c`` and the other breaks of ``str.splitlines`` are text)."""
     return re.findall(r"[^\n]*\n|[^\n]+\Z", document)
 

@@ -15,6 +15,6 @@ Read it top to bottom in one sitting:
 8. :mod:`~minitrans.model.transformer` — embeddings, ``encode``, ``decode``, ``forward``.
 
 This folder imports only PyTorch and the package's conventions (:mod:`minitrans.errors`,
-:mod:`minitrans.vocab`); nothing here knows about data, training or decoding. The face is
+:mod:`minitrans.text.vocab`); nothing here knows about data, training or decoding. The face is
 empty on purpose: import the module that holds a name.
 """

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from minitrans.errors import ConfigError
-from minitrans.vocab import PAD_ID
+from minitrans.text.vocab import PAD_ID
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class ModelConfig:
         attention_dropout: Dropout on attention weights. The paper uses none; it costs a
             (B, H, T, S) random mask per attention call, the most expensive dropout on CPU.
         pad_id: Token id of padding; padded positions are masked out of attention. Defaults to
-            the tokenizer's fixed ``PAD_ID`` (:mod:`minitrans.tokenizer` is the one place the
+            the tokenizer's fixed ``PAD_ID`` (:mod:`minitrans.text.tokenizer` is the one place the
             special ids are defined); search masks and skips this id.
         max_len: Longest sequence the positional encoding covers.
         norm_first: ``True`` is pre-norm ``x + Sublayer(LayerNorm(x))``; ``False`` is the

@@ -36,7 +36,8 @@ from importlib import resources
 from typing import Any
 
 from minitrans._version import __version__
-from minitrans import languages, segment
+from minitrans.text import languages
+from minitrans.text import segment
 from minitrans.serve import limits as server_limits
 from minitrans.checkpoint import published
 from minitrans.errors import UsageError

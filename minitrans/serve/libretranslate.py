@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Any, Awaitable, Callable
 
 from minitrans.errors import MinitransError
-from minitrans.languages import name
+from minitrans.text.languages import name
 from minitrans.serve.limits import LimitExceeded, check_pieces, count
 from minitrans.serve.settings import ServerSettings
 

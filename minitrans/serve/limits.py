@@ -1,7 +1,7 @@
 """What one request may hold, counted the same way on every route (``/v1``, LibreTranslate's).
 
 The limits are named in sentences, so sentences are what is counted: each text is split as it
-will be translated (:func:`minitrans.segment.split`), and a text counts as its sentences, at
+will be translated (:func:`minitrans.text.segment.split`), and a text counts as its sentences, at
 least one. A request holds at most ``max_sentences`` of them (``max_queue`` if that is lower:
 more could never be queued), each of at most ``max_chars`` characters, and at most
 ``max_sentences × max_chars`` characters in all (the longest text the schema allows). A
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from minitrans import segment
+from minitrans.text import segment
 from minitrans.serve.settings import ServerSettings
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from minitrans.cleaning import check_unicode
+from minitrans.text.cleaning import check_unicode
 from minitrans.decoding.settings import nbest_fits
 from minitrans.serve.settings import MAX_ALPHA, MAX_BEAM, ServerSettings
 

@@ -142,7 +142,7 @@ def read_api_keys(path: str) -> tuple[str, ...]:
     that no HTTP header can carry is refused, naming its line."""
     from pathlib import Path
 
-    from minitrans.textio import read_lines
+    from minitrans.text.textio import read_lines
 
     file = Path(path)
     if not file.is_file():

@@ -43,7 +43,7 @@ async function loadModelInfo() {
 let limits = { maxSentences: 64, maxChars: 2000, maxRequestChars: 128000 };
 // Where a paragraph may be cut between two requests: after an end mark (and closing quotes), before a space.
 const SENTENCE_END = /(?<=[.!?…。！？]["'»”)\]]*)\s+/g;
-const WINDOW = 500;  // minitrans.segment.WINDOW: the longest stretch the server's splitter reads at once
+const WINDOW = 500;  // minitrans.text.segment.WINDOW: the longest stretch the server's splitter reads at once
 
 // A paragraph cut into pieces of at most `n` sentences (as the end marks count them) and `chars`
 // characters, each with the gap that followed it: [{text, gap}]. The server splits each piece again.

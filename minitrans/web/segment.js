@@ -1,4 +1,4 @@
-// Sentences of a text and the text around them, for the page (minitrans/segment.py's contract,
+// Sentences of a text and the text around them, for the page (minitrans/text/segment.py's contract,
 // with the browser's own sentence splitter, Intl.Segmenter, in place of pysbd):
 //   text = gaps[0] + sentences[0] + gaps[1] + ... + sentences[n-1] + gaps[n]
 // * line breaks always end a sentence (a title line has no full stop);

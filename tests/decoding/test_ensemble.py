@@ -11,7 +11,7 @@ from conftest import run_main, synthetic_pairs
 from minitrans import Translator
 from minitrans.checkpoint import load_checkpoint, save_atomic
 from minitrans.errors import CheckpointError
-from minitrans.tokenizer import Tokenizer
+from minitrans.text.tokenizer import Tokenizer
 
 SENTENCES = [e for e, _ in synthetic_pairs(25, seed=31)] + ["", "The cat."]
 

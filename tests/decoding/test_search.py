@@ -4,7 +4,7 @@ import torch
 from minitrans import ModelConfig, Transformer
 from minitrans.decoding import search
 from minitrans.decoding.search import beam_search, greedy_search, length_penalty, max_output_lengths, top_k
-from minitrans.tokenizer import EOS_ID
+from minitrans.text.tokenizer import EOS_ID
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def reference_beam_search(model, src_row, k, alpha, limit):
     log-softmax over the vocabulary, candidates sorted in Python. The reference for the batched,
     cached, top-k-per-beam implementation."""
     from minitrans.model.masks import padding_mask
-    from minitrans.tokenizer import BOS_ID
+    from minitrans.text.tokenizer import BOS_ID
 
     mask = padding_mask(src_row, 0)
     memory = model.encode(src_row, mask)

@@ -12,7 +12,7 @@ from minitrans import Translator
 from minitrans.errors import CheckpointError
 from minitrans.decoding.search import beam_search, greedy_search
 from minitrans.decoding.shortlist import Shortlist, build
-from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from minitrans.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 def test_each_source_piece_keeps_the_targets_seen_most_often_with_it():

@@ -1,4 +1,4 @@
-// tokenizer.js against Python's SentencePiece and minitrans/cleaning.py, on cases written by
+// tokenizer.js against Python's SentencePiece and minitrans/text/cleaning.py, on cases written by
 // tests/test_web_export.py (WEB_CASES: a JSON file with the lines and Python's answers).
 import { test } from "node:test";
 import assert from "node:assert/strict";

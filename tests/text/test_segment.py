@@ -19,8 +19,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_main, synthetic_pairs
-from minitrans import segment
-from minitrans.segment import split
+from minitrans.text import segment
+from minitrans.text.segment import split
 
 BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 

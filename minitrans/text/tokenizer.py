@@ -19,7 +19,7 @@ import sentencepiece as spm
 import torch
 
 from minitrans.errors import TokenizerError  # noqa: F401  (re-exported)
-from minitrans.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from minitrans.text.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 class Tokenizer:

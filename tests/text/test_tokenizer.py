@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from minitrans.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, TokenizerError
+from minitrans.text.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, TokenizerError
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 from fastapi.testclient import TestClient
 
-from minitrans.cleaning import has_words, without_format_characters
+from minitrans.text.cleaning import has_words, without_format_characters
 from minitrans.serve.app import create_app
 from minitrans.translate import Translator
 

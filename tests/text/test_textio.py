@@ -22,7 +22,7 @@ import torch
 from conftest import one_line_error, run_main, synthetic_pairs
 from minitrans.checkpoint import copy_atomic, save_atomic
 from minitrans.errors import DataError, UsageError
-from minitrans.textio import (
+from minitrans.text.textio import (
     NAME_MAX,
     atomic_folder,
     atomic_output,
@@ -34,7 +34,7 @@ from minitrans.textio import (
     write_text_atomic,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def mode(path) -> int:
@@ -267,7 +267,7 @@ def test_8_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_path, trained_chec
 WRITER = r"""
 import sys, torch
 from minitrans.checkpoint import copy_atomic, save_atomic
-from minitrans.textio import write_text_atomic
+from minitrans.text.textio import write_text_atomic
 mode, target, source = sys.argv[1], sys.argv[2], sys.argv[3]
 print("ready", flush=True)
 version = 1
@@ -378,7 +378,7 @@ def test_7_a_byte_order_mark_is_not_text(capsys, tmp_path, trained_checkpoint):
 def test_a_folder_that_cannot_be_written_is_one_line_naming_it_before_any_work(tmp_path, monkeypatch):
     """A read-only place (faked for root, whom permissions do not stop): the error names the
     folder asked for, never the temporary, and comes from the check made before the work."""
-    from minitrans.textio import WriteError, atomic_folder, check_folder_writable
+    from minitrans.text.textio import WriteError, atomic_folder, check_folder_writable
 
     real_mkdir = os.mkdir
 
