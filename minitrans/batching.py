@@ -17,7 +17,8 @@ from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
 from minitrans.errors import ConfigError
-from minitrans.text.vocab import BOS_ID, EOS_ID, PAD_ID
+from minitrans.model.masks import pad
+from minitrans.text.vocab import BOS_ID, EOS_ID
 
 
 class Batch(NamedTuple):
@@ -36,14 +37,6 @@ class Batch(NamedTuple):
     tgt_out: Tensor
     refs: list[list[str]] | None = None
     index: list[int] | None = None
-
-
-def pad(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> Tensor:
-    """Right-pad lists of ids into a LongTensor (B, max_len)."""
-    out = torch.full((len(seqs), max((len(s) for s in seqs), default=0)), pad_id, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
-    return out
 
 
 def collate(examples: list[dict]) -> Batch | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from minitrans.batching import pad
+from minitrans.model.masks import pad
 from minitrans.checkpoint import checkpoint_metadata, load_for_inference
 from minitrans.model.config import ModelConfig
 from minitrans.engines import DEFAULT_MAX_TOKENS, check_stop, check_workers, engine_for

@@ -61,7 +61,7 @@ def test_greedy_equals_beam_one(translator):
     """The Translator's greedy path (beam 1) gives what beam search with one beam gives."""
     import torch
 
-    from minitrans.batching import pad
+    from minitrans.model.masks import pad
     from minitrans.decoding.search import beam_search
     from minitrans.text.tokenizer import EOS_ID
 

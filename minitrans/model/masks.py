@@ -1,14 +1,27 @@
-"""Attention masks, built in one place with one convention.
+"""Padding and attention masks, built in one place with one convention.
 
-Every mask in minitrans is boolean and **True means the position may be attended**, the
-convention of :func:`torch.nn.functional.scaled_dot_product_attention`. Masks broadcast
-to the attention-score shape (B, H, T, S).
+Sentences of different lengths share a batch by padding (:func:`pad`); the padding must then
+be hidden from attention. Every mask in minitrans is boolean and **True means the position may
+be attended**, the convention of :func:`torch.nn.functional.scaled_dot_product_attention`.
+Masks broadcast to the attention-score shape (B, H, T, S).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
+
+from minitrans.text.vocab import PAD_ID
+
+
+def pad(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> Tensor:
+    """Right-pad lists of ids into a LongTensor (B, max_len): what :func:`padding_mask` hides."""
+    out = torch.full((len(seqs), max((len(s) for s in seqs), default=0)), pad_id, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+    return out
 
 
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:

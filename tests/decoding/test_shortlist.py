@@ -54,7 +54,7 @@ def test_the_checkpoint_entry_round_trips_and_a_misfit_is_refused():
 def model_and_sources(trained_checkpoint):
     translator = Translator.from_checkpoint(trained_checkpoint, precision="fp32")
     ids = [translator.tokenizer.encode(e) + [EOS_ID] for e, _ in synthetic_pairs(12, seed=41)]
-    from minitrans.batching import pad
+    from minitrans.model.masks import pad
 
     return translator.model, pad(ids)
 
