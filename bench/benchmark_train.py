@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from minitrans import ModelConfig, Transformer
-from minitrans.datamodule import TranslationDataModule
+from minitrans.data.datamodule import TranslationDataModule
 from minitrans.loss import BLOCK_ROWS, teacher_forced_loss
 from minitrans.precision import fused_adamw
 

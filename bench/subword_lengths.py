@@ -11,7 +11,7 @@ from itertools import islice
 
 import sentencepiece as spm
 
-from minitrans.corpus import resolve_data_dir
+from minitrans.data.corpus import resolve_data_dir
 
 SETTINGS = [(0.1, -1), (0.2, -1), (0.5, -1), (0.1, 64), (0.1, 8)]  # (alpha, nbest_size)
 

@@ -25,6 +25,9 @@ MOVED: dict[str, str] = {
     "server_guard": "serve.guard", "server_worker": "serve.worker", "api_schema": "serve.schema",
     "libretranslate": "serve.libretranslate",
     **{name: f"text.{name}" for name in ("vocab", "languages", "cleaning", "segment", "textio", "tokenizer")},
+    **{name: f"data.{name}" for name in ("sources", "download", "corpus", "stream", "mixture", "batching",
+                                        "datamodule")},
+    "datacache": "data.cache",
 }
 
 

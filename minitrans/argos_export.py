@@ -48,8 +48,8 @@ SUFFIX = ".argosmodel"
 
 def corpus_line(dataset: str) -> str:
     """What the README says of a training corpus: its source's ``licence`` line
-    (:mod:`minitrans.sources`, imported only here: it loads ``datasets``), else its name."""
-    from minitrans.sources import SOURCES
+    (:mod:`minitrans.data.sources`, imported only here: it loads ``datasets``), else its name."""
+    from minitrans.data.sources import SOURCES
 
     source = SOURCES.get(dataset)
     return source.licence if source is not None and source.licence else dataset

@@ -145,12 +145,12 @@ def add_data_dir_flag(p: argparse.ArgumentParser, why: str = "") -> None:
 
 class _Downloadable:
     """``download --dataset``'s choices, read from the corpus sources' table
-    (:func:`minitrans.sources.downloadable`) only when the command is parsed or its choices are
+    (:func:`minitrans.data.sources.downloadable`) only when the command is parsed or its choices are
     listed: the table's module loads ``datasets``, which no other command should pay for."""
 
     @staticmethod
     def _names() -> list[str]:
-        from minitrans.sources import downloadable
+        from minitrans.data.sources import downloadable
 
         return downloadable()
 

@@ -267,7 +267,7 @@ def _load_translator(paths: list[str], ensemble: bool, decoding: Decoding, atten
 def _held_out_sets(held_out: HeldOut, checkpoint: str) -> list[tuple[str, str, tuple[list, list]]]:
     """``(label, dataset, (sources, references))`` of ``--src/--ref``, or of ``--split`` of
     ``--dataset`` (default: every corpus the checkpoint was trained on, with its split settings)."""
-    from minitrans.corpus import data_dir_for
+    from minitrans.data.corpus import data_dir_for
     from minitrans.engines import load_metadata
     from minitrans.evaluate import eval_sets, load_eval_data
 
@@ -388,7 +388,7 @@ def cmd_calibrate(checkpoint: str, output: str, share: float, beam: int, alpha: 
 def cmd_shortlist(checkpoint: str, output: str, top_k: int, frequent: int, data_dir: str | None) -> None:
     """Build a vocabulary shortlist from a checkpoint's training pairs; write it into a new checkpoint."""
     from minitrans.checkpoint import checkpoint_metadata, with_metadata
-    from minitrans.datamodule import TranslationDataModule
+    from minitrans.data.datamodule import TranslationDataModule
     from minitrans.decoding.shortlist import build
 
     check_writable(output, "--output")
@@ -486,7 +486,7 @@ def cmd_distill(teacher: list[str], monolingual: list[str], out: str, data_dir: 
 
 def cmd_download(dataset: str, to: str) -> None:
     """Download a public corpus (needs the network)."""
-    from minitrans.sources import download
+    from minitrans.data.sources import download
 
     print(download(dataset, to))
 

@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 
 from minitrans.text.cleaning import clean
-from minitrans.corpus import resolve_data_dir
-from minitrans.sources import Multi30k
+from minitrans.data.corpus import resolve_data_dir
+from minitrans.data.sources import Multi30k
 from minitrans.errors import UsageError
 from minitrans.text.textio import atomic_output, read_lines, write_text_atomic
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from minitrans.text.cleaning import clean
-from minitrans.corpus import read_aligned
+from minitrans.data.corpus import read_aligned
 from minitrans.metrics import score
-from minitrans.sources import for_direction, load_corpus
+from minitrans.data.sources import for_direction, load_corpus
 from minitrans.errors import DataError
 from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
 from minitrans.text.textio import write_text_atomic
@@ -30,7 +30,7 @@ def load_eval_data(dataset: str | None, split: str, src: str | None, refs: list[
     """Sources and per-sentence references, from a named dataset split or from files.
 
     A dataset split is read in the model's direction: ``source_lang="fr"`` gives French
-    sources with all their English references (:func:`~minitrans.sources.for_direction`).
+    sources with all their English references (:func:`~minitrans.data.sources.for_direction`).
 
     ``split_settings`` (``valid_size``, ``test_size``, ``seed``) must be those the model was
     trained with when the split is made by minitrans (Tatoeba): another seed would put

@@ -1,6 +1,6 @@
 """``minitrans train`` (= ``fit``), ``validate``, ``test``: Lightning's CLI over
 :class:`~minitrans.training.TranslationModule` and
-:class:`~minitrans.datamodule.TranslationDataModule`, configured from YAML (``--config
+:class:`~minitrans.data.datamodule.TranslationDataModule`, configured from YAML (``--config
 configs/multi30k.yaml``) plus dotted overrides (``--trainer.max_epochs 3``).
 
 Unknown keys and bad values fail at once, naming the key; ``--resume CKPT`` continues an
@@ -332,7 +332,7 @@ def _quiet_lightning(preparing: bool) -> None:
 
 def lightning_main(args: list[str], run: bool = True):
     """Run (or, with ``run=False``, only build) the Lightning CLI on ``args``."""
-    from minitrans.datamodule import TranslationDataModule
+    from minitrans.data.datamodule import TranslationDataModule
     from minitrans.training import TranslationModule
 
     cli_class, lr_monitor = _lightning_cli_class()

@@ -21,7 +21,7 @@ from lightning.pytorch.callbacks import Timer
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
-from minitrans.batching import Batch
+from minitrans.data.batching import Batch
 from minitrans.checkpoint import (load_checkpoint, metadata, model_state, save_atomic, stored_config,
                                   stored_tokenizer, write_metadata)
 from minitrans.model.config import ModelConfig

@@ -168,8 +168,8 @@ def make_mixture(root, cache_dir):
     """A prepared mixture: Multi30k-shaped captions plus a Tatoeba-style TSV whose grouped split
     is made by minitrans. Some TSV pairs repeat Multi30k validation/test sentences, so
     decontamination has work to do."""
-    from minitrans.datamodule import TranslationDataModule
-    from minitrans.mixture import CorpusSpec
+    from minitrans.data.datamodule import TranslationDataModule
+    from minitrans.data.mixture import CorpusSpec
 
     root = write_multi30k(root, n_train=300, seed=10)
     m30k_eval = [line for name in ("val", "test_2016_flickr") for line in
@@ -188,7 +188,7 @@ def make_mixture(root, cache_dir):
 
 
 def make_datamodule(data_root, cache_dir, **overrides):
-    from minitrans.datamodule import TranslationDataModule
+    from minitrans.data.datamodule import TranslationDataModule
 
     settings = dict(dataset="multi30k", data_dir=str(data_root), cache_dir=str(cache_dir), vocab_size=320,
                     max_tokens=400, eval_max_tokens=400, val_max_sentences=40)

@@ -43,7 +43,7 @@ def test_inference_loads_neither_lightning_nor_datasets_nor_training(module):
     loaded = _loaded(module)
     assert not _top(loaded) & {"lightning", "pytorch_lightning", "datasets"}, sorted(_top(loaded) & {
         "lightning", "pytorch_lightning", "datasets"})
-    assert "minitrans.training" not in loaded and "minitrans.datamodule" not in loaded
+    assert "minitrans.training" not in loaded and "minitrans.data.datamodule" not in loaded
 
 
 def _exists(module: str) -> bool:
@@ -150,6 +150,8 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     # the server: inference and its conventions, never training, data or the command line
     "serve": {"_version", "checkpoint", "decoding", "engines", "errors", "formats", "text", "translate"},
     "formats": {"errors", "text"},  # documents: the text conventions only
+    # corpora to batches: the text conventions, the model's padding, the checkpoint's tokenizer
+    "data": {"errors", "text", "model", "checkpoint"},
 }
 
 
@@ -291,7 +293,7 @@ def _data_settings(config: Path) -> dict:
 
 @pytest.mark.parametrize("name", sorted(CACHE_KEYS))
 def test_pin_cache_keys_of_the_shipped_configs(name, tmp_path):
-    from minitrans.datamodule import TranslationDataModule
+    from minitrans.data.datamodule import TranslationDataModule
 
     data = {**_data_settings(ROOT / "configs" / name), "data_dir": str(tmp_path / "none"), "cache_dir": "cache"}
     if "files" in data:  # relative to a data folder that does not exist here: no file stamps

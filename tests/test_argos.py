@@ -114,9 +114,9 @@ def test_cli_export_argos(trained_checkpoint, tmp_path, capsys):
 
 
 def test_the_readme_states_each_corpus_licence_from_its_source():
-    """Licences live on their corpus source (minitrans/sources.py), not in the exporter."""
+    """Licences live on their corpus source (minitrans/data/sources.py), not in the exporter."""
     from minitrans.argos_export import readme
-    from minitrans.sources import SOURCES
+    from minitrans.data.sources import SOURCES
 
     meta = {"data": {"dataset": "mixture", "corpora": [{"dataset": "tatoeba"}, {"dataset": "multi30k"},
                                                        {"dataset": "tsv"}]}}

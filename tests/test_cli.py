@@ -265,7 +265,7 @@ def test_13_non_utf8_input_names_file_and_line(capsys, tmp_path, trained_checkpo
     assert code == 1 and "<stdin>, line 2" in one_line_error(err)
     tsv = tmp_path / "bad.tsv"
     tsv.write_bytes(b"Hello.\tBonjour.\nCaf\xe9.\tCaf\xe9.\n")
-    from minitrans.corpus import read_tsv
+    from minitrans.data.corpus import read_tsv
 
     with pytest.raises(DataError, match="bad.tsv, line 2"):
         read_tsv(tsv)

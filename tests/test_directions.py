@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from conftest import make_datamodule, make_mixture, needs_chromium, run_main, served_page, start_server  # noqa: E402
 from minitrans.text import languages  # noqa: E402
-from minitrans.corpus import aligned_split, eval_split, reverse_split  # noqa: E402
+from minitrans.data.corpus import aligned_split, eval_split, reverse_split  # noqa: E402
 from minitrans.errors import CheckpointError, ConfigError, UsageError  # noqa: E402
 from minitrans.serve.app import create_app  # noqa: E402
 from minitrans.translate import Translator  # noqa: E402
@@ -55,7 +55,7 @@ def test_the_reverse_mixture_is_leak_free_in_both_languages(tmp_path):
     no English reference of a held-out split is in training."""
     import os
 
-    from minitrans.datamodule import TranslationDataModule
+    from minitrans.data.datamodule import TranslationDataModule
 
     os.environ.pop("MINITRANS_DATA", None)
     forward = make_mixture(tmp_path / "a", tmp_path / "cache-a")

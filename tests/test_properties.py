@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minitrans import cli
-from minitrans.batching import TokenBatchSampler
+from minitrans.data.batching import TokenBatchSampler
 from minitrans.text.cleaning import clean
 from minitrans.errors import DataError
 from minitrans.text.textio import iter_lines

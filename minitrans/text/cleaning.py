@@ -68,7 +68,7 @@ def reject_reason(en: str, fr: str, max_chars: int) -> str | None:
 
 def clean_train_pairs(pairs, max_chars: int = 400) -> tuple[list[tuple[str, str]], CleaningReport]:
     """Clean training pairs in memory: normalise, drop empty, over-long and exact-duplicate pairs.
-    The reference that :func:`minitrans.stream.build_train_split` (what preparation uses, in
+    The reference that :func:`minitrans.data.stream.build_train_split` (what preparation uses, in
     bounded memory) is tested against."""
     report, seen, out = CleaningReport(), set(), []
     for en, fr in pairs:

@@ -4,7 +4,7 @@ SentencePiece ids *are* the vocabulary: there is no second vocabulary layer. The
 ids are fixed (pad 0, unk 1, bos 2, eos 3) so that model configs never need to look them
 up. Byte fallback means no input character is ever lost: a character unseen in training
 becomes its UTF-8 bytes and decodes back exactly. Normalisation is ``identity`` (the
-corpus is NFC-normalised by :func:`minitrans.corpus.clean`), so decode(encode(x)) == x for
+corpus is NFC-normalised by :func:`minitrans.data.corpus.clean`), so decode(encode(x)) == x for
 cleaned text.
 """
 

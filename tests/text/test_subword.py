@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import make_datamodule
-from minitrans.batching import ArrowPairDataset, PairDataset, SampledPairDataset
+from minitrans.data.batching import ArrowPairDataset, PairDataset, SampledPairDataset
 from minitrans.errors import DataError
 
 

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from minitrans.batching import PairDataset, TokenBatchSampler, collate
+from minitrans.data.batching import PairDataset, TokenBatchSampler, collate
 from minitrans.text.tokenizer import BOS_ID, EOS_ID
 
 

@@ -1,4 +1,4 @@
-"""Streaming preparation (minitrans.stream) against the in-memory reference, and the batches a
+"""Streaming preparation (minitrans.data.stream) against the in-memory reference, and the batches a
 fixed seed gives pinned to those of the in-memory path it replaced."""
 
 import hashlib
@@ -7,9 +7,9 @@ import pytest
 
 from conftest import make_datamodule, synthetic_pairs, write_multi30k
 from minitrans.text.cleaning import clean_train_pairs
-from minitrans.sources import load_corpus
+from minitrans.data.sources import load_corpus
 from minitrans.errors import DataError
-from minitrans.stream import build_train_split, spm_sample
+from minitrans.data.stream import build_train_split, spm_sample
 
 
 def messy_pairs():

@@ -38,9 +38,9 @@ import datasets
 from filelock import FileLock
 
 from minitrans.errors import DataError
-from minitrans.mixture import CorpusSpec, decontaminate, epoch_rows, probabilities
-from minitrans.sources import for_direction, load_corpus
-from minitrans.stream import spm_sample
+from minitrans.data.mixture import CorpusSpec, decontaminate, epoch_rows, probabilities
+from minitrans.data.sources import for_direction, load_corpus
+from minitrans.data.stream import spm_sample
 from minitrans.text.textio import disk_full, write_failed
 from minitrans.text.tokenizer import Tokenizer
 
@@ -224,7 +224,7 @@ def fill(plan: Plan, folder: Path, scratch: Path) -> dict[str, Any]:
 
 def _for_direction(plan: Plan, splits: dict[str, datasets.Dataset]) -> dict[str, datasets.Dataset]:
     """Every component's evaluation splits turned to the direction's source language
-    (:func:`~minitrans.sources.for_direction`); the identity for English→French."""
+    (:func:`~minitrans.data.sources.for_direction`); the identity for English→French."""
     out: dict[str, datasets.Dataset] = {}
     for c in plan.components:
         mine = {k: v for k, v in splits.items() if not c.name or k.split("/", 1)[0] == c.name}

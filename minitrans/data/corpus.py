@@ -1,5 +1,5 @@
 """Parallel English–French text: read, validate, split — the building blocks of the corpus
-sources in :mod:`minitrans.sources` (which says where each source's files are).
+sources in :mod:`minitrans.data.sources` (which says where each source's files are).
 
 Every split is a :class:`datasets.Dataset` with columns ``en`` (source), ``fr`` (first
 reference) and ``refs`` (all French references of that English sentence). For a French→English
@@ -20,7 +20,7 @@ import datasets
 
 from minitrans.text.cleaning import CleaningReport, clean
 from minitrans.errors import DataError
-from minitrans.stream import build_train_split
+from minitrans.data.stream import build_train_split
 from minitrans.text.textio import iter_lines
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import datasets
 import pytest
 
 from conftest import make_datamodule, synthetic_pairs
-from minitrans.sources import load_corpus
+from minitrans.data.sources import load_corpus
 from minitrans.errors import DataError
 
 

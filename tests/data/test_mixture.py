@@ -11,11 +11,11 @@ import pytest
 
 from conftest import make_mixture
 from minitrans import ModelConfig, cli
-from minitrans.batching import TokenBatchSampler
+from minitrans.data.batching import TokenBatchSampler
 from minitrans.errors import DataError
-from minitrans.datamodule import TranslationDataModule
+from minitrans.data.datamodule import TranslationDataModule
 from minitrans.evaluate import eval_sets
-from minitrans.mixture import CorpusSpec, check_specs, epoch_rows, probabilities
+from minitrans.data.mixture import CorpusSpec, check_specs, epoch_rows, probabilities
 from minitrans.training import TranslationModule
 
 
@@ -139,7 +139,7 @@ def test_learning_curve_script_plots_each_corpus(tmp_path):
     csv = tmp_path / "metrics.csv"
     csv.write_text("epoch,step,train_loss,val_bleu,val_bleu/a,val_bleu/b,wall_minutes\n"
                    "0,10,3.0,,,,\n0,49,,10.0,12.0,8.0,1.5\n0,99,,20.0,24.0,16.0,3.1\n")
-    script = Path(__file__).resolve().parents[1] / "scripts" / "plot_curves.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "plot_curves.py"
     out = subprocess.run([sys.executable, str(script), str(csv), "-o", str(tmp_path / "c.png")],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

@@ -21,14 +21,14 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from minitrans import datacache
-from minitrans.corpus import data_dir_for
-from minitrans.batching import ArrowPairDataset, PairDataset, SampledPairDataset, TokenBatchSampler, collate
+from minitrans.data import cache as datacache
+from minitrans.data.corpus import data_dir_for
+from minitrans.data.batching import ArrowPairDataset, PairDataset, SampledPairDataset, TokenBatchSampler, collate
 from minitrans.errors import DataError
-from minitrans.stream import numeric_column
+from minitrans.data.stream import numeric_column
 from minitrans.text import languages
-from minitrans.sources import source_files
-from minitrans.mixture import CorpusSpec, check_specs, epoch_rows, probabilities
+from minitrans.data.sources import source_files
+from minitrans.data.mixture import CorpusSpec, check_specs, epoch_rows, probabilities
 from minitrans.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     Args:
         dataset: ``multi30k``, ``tatoeba``, ``tsv``, ``aligned`` or ``hub`` (see
-            :mod:`minitrans.corpus`), or ``mixture`` of the ``corpora`` (see :mod:`minitrans.mixture`).
+            :mod:`minitrans.data.corpus`), or ``mixture`` of the ``corpora`` (see :mod:`minitrans.data.mixture`).
         data_dir: Directory of the raw corpora (default: ``$MINITRANS_DATA``, else ``data/raw``);
             given, it wins over the environment.
         files: For ``tsv``/``aligned``: split name -> path (tsv) or path prefix (aligned).
@@ -101,7 +101,7 @@ class TranslationDataModule(L.LightningDataModule):
         test_size: Tatoeba/tsv: English sentences in the made test split.
         seed: Seed of the Tatoeba split and of the batch order.
         num_workers: DataLoader worker processes (0 = load in the training process).
-        corpora: For ``mixture``: the components, each a :class:`~minitrans.mixture.CorpusSpec`
+        corpora: For ``mixture``: the components, each a :class:`~minitrans.data.mixture.CorpusSpec`
             (name, dataset, weight, files, hub_id, valid_size, test_size).
         temperature: For ``mixture`` without weights: sample corpus i with probability
             ∝ n_i^(1/T) (1 = by size; larger flattens towards uniform).
@@ -109,7 +109,7 @@ class TranslationDataModule(L.LightningDataModule):
             watch) is the ``mean`` of the per-corpus ``val_bleu/<name>``, or one corpus's.
         subword_alpha: Subword regularisation: when > 0, each training pair is segmented
             afresh every time it is drawn, sampling SentencePiece segmentations with this
-            smoothing (0.1-0.2 is usual; :class:`~minitrans.batching.SampledPairDataset`).
+            smoothing (0.1-0.2 is usual; :class:`~minitrans.data.batching.SampledPairDataset`).
             Validation and test keep the deterministic segmentation.
         tokenizer: Use this SentencePiece model instead of training one: a ``.model`` file or a
             minitrans checkpoint (its stored model). Needed to fine-tune a checkpoint on new
@@ -121,7 +121,7 @@ class TranslationDataModule(L.LightningDataModule):
         direction: ``en-fr`` (English source) or ``fr-en`` (French source, the reverse model of
             the same corpora, splits and joint vocabulary). Evaluation splits are then one row
             per French sentence with all its English references
-            (:func:`~minitrans.corpus.reverse_split`); the checkpoint records the direction,
+            (:func:`~minitrans.data.corpus.reverse_split`); the checkpoint records the direction,
             and translate, evaluate, serve and the exports read it.
     """
 
@@ -243,7 +243,7 @@ class TranslationDataModule(L.LightningDataModule):
         return self._given_tokenizer
 
     def prepare_data(self) -> None:
-        """Build the cache unless it exists (one process only under DDP; :mod:`minitrans.datacache`)."""
+        """Build the cache unless it exists (one process only under DDP; :mod:`minitrans.data.cache`)."""
         path = self.cache_path
         if datacache.is_ready(path):
             log.info("Reusing cached data in %s", path)
@@ -258,7 +258,7 @@ class TranslationDataModule(L.LightningDataModule):
         log.info("Prepared %s in %.1fs: %s", self.hparams.dataset, done["seconds"], done["cleaning"])
 
     def _plan(self) -> datacache.Plan:
-        """What this module's cache is built from (:func:`minitrans.datacache.fill`)."""
+        """What this module's cache is built from (:func:`minitrans.data.cache.fill`)."""
         h = self.hparams
         return datacache.Plan(tuple(self.components), self.is_mixture, h.data_dir, h.seed, h.temperature, h.vocab_size,
                               h.spm_model_type, h.max_len, h.hub_streaming, self.languages, self.given_tokenizer())

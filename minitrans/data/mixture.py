@@ -24,7 +24,7 @@ import datasets
 import numpy as np
 
 from minitrans.errors import DataError
-from minitrans.stream import numeric_column
+from minitrans.data.stream import numeric_column
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -35,7 +35,7 @@ class CorpusSpec:
 
     Args:
         name: Short name used in metric names (``val_bleu/<name>``) and cache folders.
-        dataset: ``tatoeba``, ``multi30k``, ``tsv``, ``aligned`` or ``hub`` (see :mod:`minitrans.corpus`).
+        dataset: ``tatoeba``, ``multi30k``, ``tsv``, ``aligned`` or ``hub`` (see :mod:`minitrans.data.corpus`).
         weight: Sampling weight (relative to the other components' weights). Leave every
             weight unset to use the mixture's temperature rule instead.
         files: For ``tsv``/``aligned``: split name -> path (tsv) or path prefix (aligned).

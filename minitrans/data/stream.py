@@ -6,7 +6,7 @@ and lets ``datasets.Dataset.from_generator`` write them to Arrow files on disk i
 duplicates are found from a 64-bit hash column (BLAKE2b of both sides) with NumPy, not from a
 Python set of strings: 8 bytes per pair instead of both sentences. The result equals
 :func:`minitrans.text.cleaning.clean_train_pairs` of the same pairs row for row (same order, first
-occurrence kept; ``tests/test_stream.py`` checks it); a hash collision, which would drop a pair
+occurrence kept; ``tests/data/test_stream.py`` checks it); a hash collision, which would drop a pair
 wrongly, has probability about ``n² / 2⁶⁵`` (2·10⁻⁶ for 8M pairs).
 
 The SentencePiece model is trained on a bounded, seeded sample of the training rows

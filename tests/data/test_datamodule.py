@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import make_datamodule, one_line_error, run_main, synthetic_pairs
-from minitrans.batching import Batch
+from minitrans.data.batching import Batch
 from minitrans.checkpoint import CheckpointError, load_checkpoint, load_for_inference
 
 
@@ -78,7 +78,7 @@ def test_16_two_prepares_at_once_both_succeed(tmp_path, data_root):
     code = ("import sys; from conftest import make_datamodule; "
             f"dm = make_datamodule({str(data_root)!r}, {str(tmp_path / 'cache')!r}); dm.prepare_data(); dm.setup(); "
             "print(dm.cache_path, len(dm.splits['train']))")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}  # tests/, for conftest
     env.pop("MINITRANS_DATA", None)
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                               text=True) for _ in range(2)]
@@ -96,7 +96,7 @@ def test_16b_a_second_build_waits_and_never_deletes_the_first_cache(tmp_path):
     import threading
     import time
 
-    from minitrans import datacache
+    from minitrans.data import cache as datacache
 
     path = tmp_path / "cache" / "toy-0123456789ab"
     (tmp_path / "cache").mkdir()
@@ -171,7 +171,7 @@ def test_an_empty_validation_split_is_one_line(tmp_path):
 def test_an_empty_split_an_older_cache_kept_is_read_as_absent(tmp_path):
     import datasets
 
-    from minitrans.datacache import is_empty_split
+    from minitrans.data.cache import is_empty_split
 
     datasets.Dataset.from_dict({"a": []}).save_to_disk(str(tmp_path / "test"))
     datasets.Dataset.from_dict({"a": [1]}).save_to_disk(str(tmp_path / "valid"))
@@ -203,7 +203,7 @@ def test_a_private_corpus_gives_a_private_cache(tmp_path):
 def test_a_cache_that_cannot_be_written_names_the_cache_not_its_temporary(tmp_path):
     """Issue #59, item 12, for the data cache: every OSError of the build's own folder is the one
     line naming the cache asked for."""
-    from minitrans import datacache
+    from minitrans.data import cache as datacache
     from minitrans.text.textio import WriteError
 
     path = tmp_path / "cache" / "tsv-0123456789ab"

@@ -18,7 +18,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from minitrans.corpus import MULTI30K_SPLITS, read_tsv
+from minitrans.data.corpus import MULTI30K_SPLITS, read_tsv
 from minitrans.errors import DataError
 
 log = logging.getLogger(__name__)

@@ -2,10 +2,10 @@ import urllib.error
 
 import pytest
 
-from minitrans import corpus
+from minitrans.data import corpus
 from minitrans.text.cleaning import clean, clean_train_pairs
-from minitrans.corpus import grouped_split, read_aligned, read_tsv
-from minitrans.sources import load_corpus
+from minitrans.data.corpus import grouped_split, read_aligned, read_tsv
+from minitrans.data.sources import load_corpus
 from minitrans.errors import DataError
 
 
@@ -109,7 +109,8 @@ def test_missing_corpus_error_says_how_to_fix(tmp_path, monkeypatch):
 
 
 def test_download_offline_gives_clear_error(tmp_path, monkeypatch):
-    from minitrans import download, sources
+    from minitrans.data import download
+    from minitrans.data import sources
 
     def offline(*args, **kwargs):
         raise urllib.error.URLError("no network")

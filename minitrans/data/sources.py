@@ -24,7 +24,7 @@ from pathlib import Path
 import datasets
 
 from minitrans.text.cleaning import CleaningReport
-from minitrans.corpus import (MULTI30K_SPLITS, aligned_split, assemble, eval_split, grouped_split, iter_aligned,
+from minitrans.data.corpus import (MULTI30K_SPLITS, aligned_split, assemble, eval_split, grouped_split, iter_aligned,
                               iter_tsv, load_hub, read_aligned, read_tsv, resolve_data_dir, reverse_split)
 from minitrans.errors import DataError
 
@@ -55,7 +55,7 @@ class Source:
     #: ("" for a user's own files: their terms are the user's to state).
     licence = ""
     #: Evaluation splits with one row per English sentence and all its references
-    #: (:func:`~minitrans.corpus.eval_split`), rather than official line-for-line ones.
+    #: (:func:`~minitrans.data.corpus.eval_split`), rather than official line-for-line ones.
     grouped = False
 
     def files(self, root: Path, files: dict[str, str], hub_id: str | None) -> list[Path]:
@@ -115,7 +115,7 @@ class Tatoeba(Tsv):
         return super().load(replace(request, files={**request.files, "train": train}))
 
     def download(self, to):
-        from minitrans.download import download_tatoeba
+        from minitrans.data.download import download_tatoeba
 
         return download_tatoeba(Path(to))
 
@@ -145,7 +145,7 @@ class Multi30k(Source):
                         request.build_dir)
 
     def download(self, to):
-        from minitrans.download import download_multi30k
+        from minitrans.data.download import download_multi30k
 
         return download_multi30k(Path(to))
 
@@ -214,9 +214,9 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
     """Load and clean a corpus into splits, each a ``datasets.Dataset`` with columns ``en``,
     ``fr`` (first reference) and ``refs`` (all references).
 
-    The training split is streamed from its file into Arrow (:mod:`minitrans.stream`): memory
+    The training split is streamed from its file into Arrow (:mod:`minitrans.data.stream`): memory
     stays bounded however large it is, except for a ``tsv`` corpus without valid and test files,
-    whose grouped split (:func:`~minitrans.corpus.grouped_split`) needs every pair in memory.
+    whose grouped split (:func:`~minitrans.data.corpus.grouped_split`) needs every pair in memory.
 
     Args:
         build_dir: Where the training split's Arrow files go (they must outlive the split);
@@ -236,7 +236,7 @@ def load_corpus(dataset: str, data_dir: str | os.PathLike | None = None, files: 
 def for_direction(dataset: str, splits: dict[str, datasets.Dataset], source_lang: str) -> dict[str, datasets.Dataset]:
     """``splits`` of ``dataset`` (as :func:`load_corpus` gives them) for a model whose source is
     ``source_lang``: for French, every evaluation split is turned around
-    (:func:`~minitrans.corpus.reverse_split`), so that ``refs`` holds the target language.
+    (:func:`~minitrans.data.corpus.reverse_split`), so that ``refs`` holds the target language.
     Training splits (``train``, ``<name>/train``) are pairs either way and stay as they are."""
     if source_lang == "en":
         return splits
