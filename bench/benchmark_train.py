@@ -1,7 +1,7 @@
 """Training-step throughput (target tokens/s) on real Multi30k batches, side by side:
 fp32 vs bf16 autocast, explicit vs fused attention, PyTorch's cross-entropy over every padded
 position vs minitrans's training loss ("rows": padding dropped before the output projection,
-which runs in blocks inside the loss, minitrans.loss), with the time the data loader takes.
+which runs in blocks inside the loss, minitrans.training.loss), with the time the data loader takes.
 
     MINITRANS_DATA=../shared/data python bench/benchmark_train.py [--steps 20] [--d-model 256 --layers 3]
     MINITRANS_DATA=../shared/data python bench/benchmark_train.py --settings "bf16 explicit" --allocator default
@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from minitrans import ModelConfig, Transformer
 from minitrans.data.datamodule import TranslationDataModule
-from minitrans.loss import BLOCK_ROWS, teacher_forced_loss
+from minitrans.training.loss import BLOCK_ROWS, teacher_forced_loss
 from minitrans.precision import fused_adamw
 
 SETTINGS = {  # name: (bf16 autocast, fused attention, minitrans's training loss and optimizer)

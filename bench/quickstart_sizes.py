@@ -29,7 +29,7 @@ AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE
 
 
 def sizes() -> dict[str, dict[str, int]]:
-    from minitrans.sizing import CANDIDATES
+    from minitrans.training.sizing import CANDIDATES
 
     return {c.name: c.dims() for c in CANDIDATES}
 

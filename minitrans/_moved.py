@@ -5,6 +5,8 @@
 module object** as the new one (``sys.modules["minitrans.attention"] is
 sys.modules["minitrans.model.attention"]``), so patching through either name patches the code
 that runs. Each old name says once, as a :class:`DeprecationWarning`, where the module is now.
+``minitrans.training`` was a module and is now the folder: its two public names resolve lazily
+through the folder's face (:mod:`minitrans.training`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ MOVED: dict[str, str] = {
     **{name: f"data.{name}" for name in ("sources", "download", "corpus", "stream", "mixture", "batching",
                                         "datamodule")},
     "datacache": "data.cache",
+    **{name: f"training.{name}" for name in ("loss", "schedule", "budget", "sizing", "distill")},
 }
 
 

@@ -476,7 +476,7 @@ def cmd_export(checkpoint: str, output_dir: str, format: str, quantization: str,
 def cmd_distill(teacher: list[str], monolingual: list[str], out: str, data_dir: str | None, beam: int, alpha: float,
                 chunk: int, limit: int | None, precision: str | None, bf16: bool) -> None:
     """Make distillation / self-training data: a teacher translates in-domain English (resumable)."""
-    from minitrans.distill import distill
+    from minitrans.training.distill import distill
     from minitrans.precision import requested
 
     out = distill(teacher, monolingual, out, data_dir, beam, alpha, chunk, limit=limit,

@@ -1,11 +1,11 @@
 """``minitrans train`` (= ``fit``), ``validate``, ``test``: Lightning's CLI over
-:class:`~minitrans.training.TranslationModule` and
+:class:`~minitrans.training.module.TranslationModule` and
 :class:`~minitrans.data.datamodule.TranslationDataModule`, configured from YAML (``--config
 configs/multi30k.yaml``) plus dotted overrides (``--trainer.max_epochs 3``).
 
 Unknown keys and bad values fail at once, naming the key; ``--resume CKPT`` continues an
 interrupted run exactly and refuses changed settings by name; ``model_size`` sizes the model to
-the machine (:mod:`minitrans.sizing`) before the model is built. Lightning is imported only
+the machine (:mod:`minitrans.training.sizing`) before the model is built. Lightning is imported only
 when a training command runs: :mod:`minitrans.cli` imports this module lazily.
 """
 
@@ -24,10 +24,10 @@ def _lightning_cli_class():
     from lightning.pytorch.cli import LightningCLI
     from lightning.pytorch.loggers import CSVLogger
 
-    from minitrans.budget import ValidateByTheClock
+    from minitrans.training.budget import ValidateByTheClock
     from minitrans.checkpoint import copy_atomic
     from minitrans.precision import training_precision
-    from minitrans.training import AtomicCheckpointIO
+    from minitrans.training.module import AtomicCheckpointIO
 
     class MinitransCLI(LightningCLI):
         """LightningCLI with minitrans's links, checkpointing and loggers."""
@@ -65,7 +65,7 @@ def _lightning_cli_class():
             parser.add_lightning_class_args(ValidateByTheClock, "validation")
             parser.add_lightning_class_args(EarlyStopping, "early_stopping")
             parser.add_argument("--model_size", default="fixed",
-                                help="auto: the largest model of minitrans.sizing's table that makes enough steps "
+                                help="auto: the largest model of minitrans.training.sizing's table that makes enough steps "
                                      "in the budget on this machine (a few seconds' probe); fixed: model.config as "
                                      "given; or a candidate's name (xs, s, m, l, xl)")
             parser.set_defaults({"early_stopping.monitor": "val_bleu", "early_stopping.mode": "max",
@@ -79,7 +79,7 @@ def _lightning_cli_class():
             each setting that differs (``init_from`` is ignored on resume, as documented)."""
             sub = self.config.get("subcommand")
             if sub == "fit":
-                from minitrans.budget import max_time_seconds
+                from minitrans.training.budget import max_time_seconds
 
                 max_time_seconds(self.config[sub]["trainer"].get("max_time"))  # one-line errors, before any work
                 if not self.config[sub].get("ckpt_path"):
@@ -135,12 +135,12 @@ def _lightning_cli_class():
 
 
 def _size_model(config, args: list[str]) -> None:
-    """``model_size``: set ``model.config``'s dimensions to a candidate of :mod:`minitrans.sizing`
+    """``model_size``: set ``model.config``'s dimensions to a candidate of :mod:`minitrans.training.sizing`
     (``auto``: the one this machine affords in the budget, by a probe of a few seconds), and
     record the choice as ``model.sizing``. Dimensions the user gave (on the command line, or in a
     config file that does not ask for ``model_size`` itself) win; a resumed run keeps its
     checkpoint's."""
-    from minitrans import sizing
+    from minitrans.training import sizing
     from minitrans.checkpoint import load_checkpoint
 
     choice = config.get("model_size") or "fixed"
@@ -157,7 +157,7 @@ def _size_model(config, args: list[str]) -> None:
                 config[f"model.config.{key}"] = stored["config"][key]
         config["model.sizing"] = stored.get("sizing")
         return
-    from minitrans.budget import max_time_seconds
+    from minitrans.training.budget import max_time_seconds
 
     budget = max_time_seconds(config["trainer"].get("max_time"))
     if choice == "auto" and budget is None:
@@ -224,7 +224,7 @@ def _dimensions_given(args: list[str]) -> str | None:
     the fallback)."""
     import yaml
 
-    from minitrans.sizing import DIMENSIONS
+    from minitrans.training.sizing import DIMENSIONS
 
     for i, arg in enumerate(args):
         key = arg.split("=", 1)[0]
@@ -333,7 +333,7 @@ def _quiet_lightning(preparing: bool) -> None:
 def lightning_main(args: list[str], run: bool = True):
     """Run (or, with ``run=False``, only build) the Lightning CLI on ``args``."""
     from minitrans.data.datamodule import TranslationDataModule
-    from minitrans.training import TranslationModule
+    from minitrans.training.module import TranslationModule
 
     cli_class, lr_monitor = _lightning_cli_class()
     if run:

@@ -212,7 +212,7 @@ def train_tiny(datamodule, folder, **config):
     """A small model trained on ``datamodule`` for 300 steps (~10 s), saved as ``folder/model.ckpt``."""
     import lightning as L
 
-    from minitrans.training import TranslationModule
+    from minitrans.training.module import TranslationModule
 
     L.seed_everything(0, verbose=False)
     cfg = ModelConfig(vocab_size=320, d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=128,
@@ -280,3 +280,47 @@ def numpy_attention(q, k, v, mask=None):
     w = np.exp(scores)
     w = w / w.sum(axis=-1, keepdims=True)
     return w @ v, w
+
+
+#: The repository's root (tests in folders are one or two levels below it).
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, timeout=300, env_data=None):
+    """``python -m minitrans ARGS`` from the repository, without ``$MINITRANS_DATA``."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env.pop("MINITRANS_DATA", None)
+    return subprocess.run([sys.executable, "-m", "minitrans", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+def write_config(tmp_path, prepared, extra=""):
+    """A small training config over the synthetic corpus, its checkpoints in ``tmp_path/ckpt``."""
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(f"""
+seed_everything: 1
+trainer:
+  accelerator: cpu
+  max_steps: 6
+  val_check_interval: 3
+  enable_progress_bar: false
+  enable_model_summary: false
+  default_root_dir: {tmp_path}/run
+model:
+  config: {{d_model: 32, n_heads: 4, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 64}}
+  warmup_steps: 5
+data:
+  dataset: multi30k
+  data_dir: {prepared.hparams.data_dir}
+  cache_dir: {prepared.hparams.cache_dir}
+  vocab_size: 320
+  max_tokens: 400
+  val_max_sentences: 8
+checkpoint:
+  dirpath: {tmp_path}/ckpt
+{extra}""")
+    return cfg

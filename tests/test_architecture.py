@@ -43,7 +43,7 @@ def test_inference_loads_neither_lightning_nor_datasets_nor_training(module):
     loaded = _loaded(module)
     assert not _top(loaded) & {"lightning", "pytorch_lightning", "datasets"}, sorted(_top(loaded) & {
         "lightning", "pytorch_lightning", "datasets"})
-    assert "minitrans.training" not in loaded and "minitrans.data.datamodule" not in loaded
+    assert "minitrans.training.module" not in loaded and "minitrans.data.datamodule" not in loaded
 
 
 def _exists(module: str) -> bool:
@@ -54,7 +54,7 @@ def _exists(module: str) -> bool:
 
 
 def test_training_loads_no_inference_stack():
-    loaded = _loaded("minitrans.training")
+    loaded = _loaded("minitrans.training.module")
     inference = {"minitrans.translate", "minitrans.engines", "minitrans.auto_engine", "minitrans.native_engine",
                  "minitrans.ctranslate2_engine", "minitrans.ctranslate2_export", "minitrans.ctranslate2_cache",
                  "minitrans.argos_export", "minitrans.hf_export", "minitrans.serve.app", "minitrans.evaluate",
@@ -152,6 +152,8 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "formats": {"errors", "text"},  # documents: the text conventions only
     # corpora to batches: the text conventions, the model's padding, the checkpoint's tokenizer
     "data": {"errors", "text", "model", "checkpoint"},
+    # from batches to a checkpoint (distill: a teacher translates, so it may use the Translator)
+    "training": {"errors", "text", "model", "decoding", "data", "checkpoint", "metrics", "precision", "translate"},
 }
 
 
@@ -331,7 +333,7 @@ BATCHES = {"single": "ff83e73f306fdeca", "mixture": "8132dc2e980d37d6"}
 #: kernels of an AVX2-only CPU round the training differently in the last bits, which flips a
 #: near-tie of beam search (sentence 4). First taken at b427997 on an AVX-512 Xeon and at
 #: 2ad9db9 on an AVX2-only EPYC; re-taken when training's loss and optimizer changed (issue #43,
-#: minitrans.loss and fused AdamW: greedy unchanged, two beam lines moved) on an EPYC with
+#: minitrans.training.loss and fused AdamW: greedy unchanged, two beam lines moved) on an EPYC with
 #: AVX-512-BF16, AVX2 with its kernels capped (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
 #: MKL_ENABLE_INSTRUCTIONS=AVX2), which reproduced the real AVX2 EPYC's pin at the commit before.
 GREEDY = '["Le chat mange une pomme.", "Un enfant dessine le vieil arbre près de la rivière.", "Mon ami veut de l\'eau aujourd\'hui.", "Le professeur trouve un petit bateau la nuit.", ""]'

@@ -97,7 +97,7 @@ def test_user_errors_are_one_clear_line(capsys, tmp_path, trained_checkpoint):
 
 
 def test_prepare_prints_statistics(capsys, tmp_path, prepared):
-    from test_training import write_config
+    from conftest import write_config
 
     out = run(capsys, "prepare", "--config", str(write_config(tmp_path, prepared)))
     stats = json.loads(out.out)
@@ -107,7 +107,7 @@ def test_prepare_prints_statistics(capsys, tmp_path, prepared):
 def test_prepare_merges_its_configs_as_train_does(capsys, tmp_path, prepared, monkeypatch):
     """Issue #42, item 24: ``--config A --config B`` is A overridden by B, as ``train`` reads
     it; and the ``data_dir`` a config gives wins over ``$MINITRANS_DATA`` (item 25)."""
-    from test_training import write_config
+    from conftest import write_config
 
     second = tmp_path / "second.yaml"
     second.write_text(f"data:\n  vocab_size: 300\n  cache_dir: {tmp_path}/cache2\n")
@@ -120,7 +120,7 @@ def test_prepare_merges_its_configs_as_train_does(capsys, tmp_path, prepared, mo
 
 def test_quickstart_steps_on_a_tiny_model(capsys, tmp_path, prepared, monkeypatch):
     """prepare -> train -> evaluate -> translate, as scripts/quickstart.sh runs them (tiny sizes)."""
-    from test_training import write_config
+    from conftest import write_config
 
     cfg = str(write_config(tmp_path, prepared))
     run(capsys, "prepare", "--config", cfg)

@@ -161,7 +161,8 @@ def test_the_old_switches_live_only_at_the_public_entry_points():
     (:class:`Translator`); nothing below takes them (issue #44: one home per rule)."""
     import inspect
 
-    from minitrans import auto_engine, ctranslate2_engine, distill, evaluate, native_engine
+    from minitrans import auto_engine, ctranslate2_engine, evaluate, native_engine
+    from minitrans.training import distill
     from minitrans.serve import app as server
 
     below = [native_engine.load, ctranslate2_engine.load, auto_engine.load, evaluate.evaluate_checkpoint,

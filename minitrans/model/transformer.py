@@ -125,7 +125,7 @@ class Transformer(nn.Module):
 
     def states(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced decoder states (B, T, D), before the output projection: training
-        projects only the positions that count, inside its loss (:mod:`minitrans.loss`)."""
+        projects only the positions that count, inside its loss (:mod:`minitrans.training.loss`)."""
         src_mask = padding_mask(src_ids, self.config.pad_id)  # (B, 1, 1, S)
         memory = self.encode(src_ids, src_mask)
         return self.decode(memory, src_mask, tgt_in_ids, project=_unprojected)

@@ -63,7 +63,7 @@ def test_11_a_swapped_tokenizer_is_caught(tmp_path, trained_checkpoint, prepared
 
 @pytest.mark.hostile
 def test_12_a_filter_that_leaves_no_training_pair_is_an_error(capsys, tmp_path, prepared):
-    from test_training import write_config
+    from conftest import write_config
 
     cfg = write_config(tmp_path, prepared)
     code, _, err = run_main(capsys, "prepare", "--config", cfg, "--data.max_len", "2", "--data.cache_dir", tmp_path / "c")

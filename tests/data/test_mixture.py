@@ -16,7 +16,7 @@ from minitrans.errors import DataError
 from minitrans.data.datamodule import TranslationDataModule
 from minitrans.evaluate import eval_sets
 from minitrans.data.mixture import CorpusSpec, check_specs, epoch_rows, probabilities
-from minitrans.training import TranslationModule
+from minitrans.training.module import TranslationModule
 
 
 def test_probabilities_follow_weights_or_temperature():

@@ -189,7 +189,7 @@ def test_worker_finishes_queued_jobs_on_stop(translator):
 def test_server_imports_nothing_of_training():
     code = ("import sys, minitrans.serve.app; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('lightning', 'pytorch_lightning') "
-            "or m in ('minitrans.training', 'minitrans.data.datamodule')]; print(bad); sys.exit(1 if bad else 0)")
+            "or m in ('minitrans.training.module', 'minitrans.data.datamodule')]; print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -243,7 +243,7 @@ def test_8_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_path, trained_chec
     """``ulimit -f`` (KiB) stops ``prepare`` in each of its phases (the cleaned text, the
     SentencePiece training, ``datasets``' Arrow files -- the training split's is ~200 KB: issue #42,
     item 27); each ends in one line."""
-    from test_training import write_config
+    from conftest import write_config
 
     if command == "average":
         target = tmp_path / "avg.ckpt"

@@ -1,4 +1,4 @@
-"""The training loss (minitrans.loss: output projection + label-smoothed cross-entropy in blocks)
+"""The training loss (minitrans.training.loss: output projection + label-smoothed cross-entropy in blocks)
 against PyTorch's own ``F.cross_entropy(F.linear(...))``, and the padding-free states that feed it."""
 
 import dataclasses
@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from minitrans import Transformer
-from minitrans.loss import projected_smoothed_loss
+from minitrans.training.loss import projected_smoothed_loss
 
 
 def reference(states, weight, gold, epsilon):

@@ -3,7 +3,7 @@
 A recipe bounded by minutes (``trainer.max_time``) makes 600 steps on one laptop and 1,800 on
 another. Two things should follow the budget rather than the step count:
 
-* the learning rate (``model.lr_schedule: budget``, :func:`minitrans.schedule.budgeted`): it
+* the learning rate (``model.lr_schedule: budget``, :func:`minitrans.training.schedule.budgeted`): it
   decays to its floor exactly when the budget ends, whatever the machine's speed;
 * validation (:class:`ValidateByTheClock`): a fixed number of validations per budget, so every
   machine gets a learning curve and a fair choice of checkpoint.

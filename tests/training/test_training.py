@@ -12,14 +12,13 @@ import torch
 import yaml
 from lightning.pytorch.utilities import GradClipAlgorithmType
 
-from conftest import make_datamodule, one_line_error, run_main, synthetic_pairs
+from conftest import ROOT, make_datamodule, one_line_error, run_cli, run_main, synthetic_pairs, write_config
 from minitrans import ModelConfig
 from minitrans.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, load_for_inference
-from minitrans.schedule import cosine, inverse_sqrt
+from minitrans.training.schedule import cosine, inverse_sqrt
 from minitrans.train_cli import lightning_main
-from minitrans.training import TranslationModule
+from minitrans.training.module import TranslationModule
 
-ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.1, max_len=64)
 
 
@@ -70,7 +69,7 @@ def test_wall_minutes_continue_across_a_resume(prepared, tmp_path, monkeypatch):
     ``max_time`` does: a resumed run does not start again at 0."""
     import types
 
-    from minitrans import training
+    from minitrans.training import module as training
 
     clock = [0.0]
     monkeypatch.setattr(training, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
@@ -156,42 +155,6 @@ def test_schedules_follow_their_formulas():
     assert inverse_sqrt(4000, d, w) == pytest.approx(max(inverse_sqrt(s, d, w) for s in range(1, 9000, 50)), rel=1e-3)
     assert cosine(50, 1e-3, 100, 1000) == pytest.approx(5e-4)
     assert cosine(1000, 1e-3, 100, 1000, min_lr=1e-5) == pytest.approx(1e-5)
-
-
-def run_cli(*args, timeout=300, env_data=None):
-    import os
-
-    env = dict(os.environ)
-    env.pop("MINITRANS_DATA", None)
-    return subprocess.run([sys.executable, "-m", "minitrans", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env)
-
-
-def write_config(tmp_path, prepared, extra=""):
-    cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(f"""
-seed_everything: 1
-trainer:
-  accelerator: cpu
-  max_steps: 6
-  val_check_interval: 3
-  enable_progress_bar: false
-  enable_model_summary: false
-  default_root_dir: {tmp_path}/run
-model:
-  config: {{d_model: 32, n_heads: 4, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 64}}
-  warmup_steps: 5
-data:
-  dataset: multi30k
-  data_dir: {prepared.hparams.data_dir}
-  cache_dir: {prepared.hparams.cache_dir}
-  vocab_size: 320
-  max_tokens: 400
-  val_max_sentences: 8
-checkpoint:
-  dirpath: {tmp_path}/ckpt
-{extra}""")
-    return cfg
 
 
 @pytest.mark.parametrize("override,message", [
@@ -315,7 +278,7 @@ def test_contract_a_validation_interval_longer_than_an_epoch_is_one_line(capsys,
 # -- hostile cases (issue #14's first round) --------------------------------------------------
 @pytest.mark.hostile
 def test_14_train_errors_are_one_line(capsys, tmp_path, prepared):
-    from test_training import write_config
+    from conftest import write_config
 
     cfg = write_config(tmp_path, prepared)
     code, _, err = run_main(capsys, "prepare", "--config", cfg, "--data.vocab_size", "10", "--data.cache_dir",
@@ -330,7 +293,7 @@ def test_14_train_errors_are_one_line(capsys, tmp_path, prepared):
 
 @pytest.mark.hostile
 def test_15_resuming_an_averaged_checkpoint_is_refused(capsys, tmp_path, prepared, trained_checkpoint):
-    from test_training import write_config
+    from conftest import write_config
 
     avg = tmp_path / "avg.ckpt"
     run_main(capsys, "average", "-m", trained_checkpoint, trained_checkpoint, "-o", avg)
@@ -422,7 +385,7 @@ def test_one_parser_reads_every_budget_lightning_reads():
 
     from lightning.pytorch.callbacks import Timer
 
-    from minitrans.budget import max_time_seconds
+    from minitrans.training.budget import max_time_seconds
 
     for value in ("00:00:10:00", "1:02:03:04", "400:00:00:00", timedelta(minutes=3), {"minutes": 2, "seconds": 1.5}):
         assert max_time_seconds(value) == Timer(duration=value)._duration

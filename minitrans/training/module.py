@@ -2,7 +2,7 @@
 
 It holds the loss (label-smoothed cross-entropy, padding ignored), the optimiser (Adam,
 β = (0.9, 0.98), ε = 1e-9) with the paper's warm-up schedule (or a cosine one, or one that
-knows the run's budget: :mod:`minitrans.budget`), validation loss, perplexity and BLEU on
+knows the run's budget: :mod:`minitrans.training.budget`), validation loss, perplexity and BLEU on
 greedy decodes, and it writes self-contained checkpoints.
 """
 
@@ -27,11 +27,11 @@ from minitrans.checkpoint import (load_checkpoint, metadata, model_state, save_a
 from minitrans.model.config import ModelConfig
 from minitrans.errors import ConfigError
 from minitrans.decoding.kernels import for_decoding, refresh
-from minitrans.loss import teacher_forced_loss
+from minitrans.training.loss import teacher_forced_loss
 from minitrans.metrics import bleu_from_statistics, bleu_statistics
 from minitrans.precision import fused_adamw
-from minitrans.budget import spent
-from minitrans.schedule import budgeted, cosine, inverse_sqrt
+from minitrans.training.budget import spent
+from minitrans.training.schedule import budgeted, cosine, inverse_sqrt
 from minitrans.decoding.settings import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from minitrans.decoding.search import greedy_search
 from minitrans.text.tokenizer import Tokenizer
@@ -64,7 +64,7 @@ class TranslationModule(L.LightningModule):
         max_len_a: Decoding length limit a · src_len + b (a).
         max_len_b: Decoding length limit a · src_len + b (b).
         sizing: How ``model_size: auto`` chose the model's dimensions for this machine (set by
-            ``minitrans train``, :mod:`minitrans.sizing`; recorded in checkpoints).
+            ``minitrans train``, :mod:`minitrans.training.sizing`; recorded in checkpoints).
         init_from: Start training from this checkpoint's weights (fine-tuning, a distillation
             student started from its teacher): same model shape and SentencePiece model
             (``data.tokenizer``); optimizer, schedule and step start afresh. Dropout may differ.

@@ -76,10 +76,10 @@ def step_seconds(candidate: Candidate, vocab_size: int, max_tokens: int, dtype: 
                  device: str = "cpu", steps: int = 2) -> float:
     """Seconds one training step of ``candidate`` takes here: a batch of ``max_tokens`` target
     tokens (sentences of 16 pieces), forward, backward and Adam as training makes them (the
-    blocked loss of :mod:`minitrans.loss`, AdamW fused in fp32), ``dtype`` autocast (None: fp32); the
+    blocked loss of :mod:`minitrans.training.loss`, AdamW fused in fp32), ``dtype`` autocast (None: fp32); the
     fastest of ``steps`` after one warm-up step."""
     from minitrans.model.config import ModelConfig
-    from minitrans.loss import teacher_forced_loss
+    from minitrans.training.loss import teacher_forced_loss
     from minitrans.precision import fused_adamw
     from minitrans.model.transformer import Transformer
 

@@ -1,4 +1,4 @@
-"""The distillation pipeline at toy size (``minitrans distill``, :mod:`minitrans.distill`): teacher
+"""The distillation pipeline at toy size (``minitrans distill``, :mod:`minitrans.training.distill`): teacher
 translations, a resumable data stage, a student."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from minitrans.errors import DataError
 from minitrans.errors import ConfigError
 from minitrans.text.textio import read_lines
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class distill:  # noqa: N801  (reads as the command it runs)
@@ -122,7 +122,7 @@ checkpoint: {{dirpath: {tmp_path}/ckpt}}
 
 def test_init_from_refuses_another_shape_or_tokenizer(trained_checkpoint, prepared, tmp_path):
     from minitrans.text.tokenizer import Tokenizer
-    from minitrans.training import TranslationModule
+    from minitrans.training.module import TranslationModule
 
     teacher_config = load_for_inference(trained_checkpoint)[0].config
     wider = TranslationModule(dataclasses.replace(teacher_config, d_ff=256), init_from=str(trained_checkpoint))

@@ -11,10 +11,10 @@ import pytest
 
 from conftest import make_datamodule
 from minitrans import ModelConfig
-from minitrans.budget import ValidateByTheClock
+from minitrans.training.budget import ValidateByTheClock
 from minitrans.errors import ConfigError
-from minitrans.schedule import budgeted
-from minitrans.training import TranslationModule
+from minitrans.training.schedule import budgeted
+from minitrans.training.module import TranslationModule
 
 SMALL = dict(vocab_size=320, d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0,
              max_len=64)

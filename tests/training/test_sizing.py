@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from minitrans import sizing
+from minitrans.training import sizing
 from minitrans.train_cli import _dimensions_given, _size_model, lightning_main
-from minitrans.sizing import CANDIDATES, LARGE_MIN_STEPS, MIN_STEPS, choose, expected_steps, probe
+from minitrans.training.sizing import CANDIDATES, LARGE_MIN_STEPS, MIN_STEPS, choose, expected_steps, probe
 
 BUDGET = 600.0  # 10 minutes
 NAMES = [c.name for c in CANDIDATES]
@@ -59,7 +59,7 @@ def test_the_probe_times_real_training_steps():
 
 # -- through the command ------------------------------------------------------------------------
 def config_with(tmp_path, prepared, extra: str):
-    from test_training import write_config
+    from conftest import write_config
 
     path = write_config(tmp_path, prepared)
     text = path.read_text().replace("  max_steps: 6\n", "  max_steps: 6\n  max_time: '00:00:10:00'\n")

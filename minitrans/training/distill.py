@@ -37,7 +37,7 @@ from minitrans.data.sources import Multi30k
 from minitrans.errors import UsageError
 from minitrans.text.textio import atomic_output, read_lines, write_text_atomic
 
-log = logging.getLogger("minitrans.distill")
+log = logging.getLogger("minitrans.training.distill")
 
 
 def monolingual_lines(paths: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import make_datamodule
-from test_training import ROOT, run_cli, write_config
+from conftest import ROOT, run_cli, write_config
 
 
 def free_port() -> int:
