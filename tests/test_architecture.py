@@ -408,3 +408,20 @@ FLAGS: dict[str, list[str]] = {
         "--monolingual", "--out", "--output", "--precision", "--teacher", "-h", "-m", "-o"],
     "download": ["--dataset", "--help", "--to", "-h"],
 }
+
+
+def test_a_checkpoint_names_no_module_of_minitrans(trained_checkpoint):
+    """Why checkpoints written before the move (issue #60) still load: their pickle refers to
+    torch and collections only, never to a minitrans module path (a moved module would break a
+    reference such as minitrans.config.ModelConfig)."""
+    import pickletools
+    import zipfile
+
+    names = set()
+    with zipfile.ZipFile(trained_checkpoint) as archive:
+        for member in (n for n in archive.namelist() if n.endswith(".pkl")):
+            ops = list(pickletools.genops(archive.read(member)))
+            strings = [arg for _, arg, _ in ops if isinstance(arg, str)]
+            names |= {arg.split(" ")[0] for op, arg, _ in ops if op.name in ("GLOBAL", "INST") and arg}
+            names |= {s for s in strings if s.startswith("minitrans.")}
+    assert names and not [n for n in names if n.startswith("minitrans")], names
