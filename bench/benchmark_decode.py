@@ -54,7 +54,7 @@ from pathlib import Path
 def source_language(checkpoint: str) -> str:
     """The checkpoint's source language: the test set is read in its direction."""
     from minitrans.text import languages
-    from minitrans.engines import load_metadata
+    from minitrans.engines.registry import load_metadata
 
     return languages.of(load_metadata(checkpoint))[0]
 
@@ -97,7 +97,7 @@ def child(args: argparse.Namespace) -> None:
             "shortlist": system.endswith("-shortlist")}
         if "-unpacked" in system:  # the weights as they are: no matrix laid out for oneDNN
             from minitrans.checkpoint import load_for_inference
-            from minitrans.native_engine import NativeEngine
+            from minitrans.engines.native_engine import NativeEngine
 
             model, tokenizer, meta = load_for_inference(args.checkpoint)
             engine = NativeEngine(model, args.max_tokens, options["precision"], prepack=False, **workers)
@@ -153,11 +153,11 @@ def profile(args: argparse.Namespace) -> None:
 
 
 def quantize_int8(model, legacy: bool = False) -> None:
-    """``native-int8-legacy``: minitrans's own ``--int8`` (:func:`minitrans.native_engine.quantize_int8`,
+    """``native-int8-legacy``: minitrans's own ``--int8`` (:func:`minitrans.engines.native_engine.quantize_int8`,
     ``torch.ao.quantization.quantize_dynamic``); ``native-int8``: torchao's dynamic int8 config
     (PyTorch's recommended quantisation library), Linear layers only."""
     if legacy:
-        from minitrans.native_engine import quantize_int8 as native_int8
+        from minitrans.engines.native_engine import quantize_int8 as native_int8
 
         native_int8(model)
         return
@@ -205,7 +205,7 @@ def main() -> None:
 
     from minitrans.evaluate import load_eval_data
     from minitrans.metrics import score
-    from minitrans.ctranslate2_export import export_ctranslate2
+    from minitrans.engines.ctranslate2_export import export_ctranslate2
 
     systems, modes = args.systems.split(","), args.modes.split(",")
     checkouts = dict(entry.split("=", 1) if "=" in entry else ("baseline", entry) for entry in args.baseline)
@@ -216,7 +216,7 @@ def main() -> None:
             if name.startswith("ct2-"):
                 export_ctranslate2(args.checkpoint, Path(workdir) / name, name[4:])
             if name == "default" or name.startswith("auto-"):  # the user's cache, converted now if need be
-                from minitrans.ctranslate2_cache import converted
+                from minitrans.engines.ctranslate2_cache import converted
 
                 converted(args.checkpoint)
         runs: dict[tuple[str, str], list[dict]] = {}

@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from minitrans.text import languages
-    from minitrans.engines import load_metadata
+    from minitrans.engines.registry import load_metadata
 
     if languages.of(load_metadata(args.checkpoint)) != ("en", "fr"):
         raise SystemExit(f"{args.checkpoint} is not an English→French model; this benchmark reads English sources.")

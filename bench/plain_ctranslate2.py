@@ -23,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from minitrans.text import languages
-    from minitrans.engines import load_metadata
+    from minitrans.engines.registry import load_metadata
 
     if languages.of(load_metadata(args.checkpoint)) != ("en", "fr"):
         raise SystemExit(f"{args.checkpoint} is not an English→French model; this benchmark reads English sources.")
@@ -31,7 +31,7 @@ def main() -> None:
     import sentencepiece as spm
 
     from minitrans import Translator
-    from minitrans.ctranslate2_export import export_ctranslate2
+    from minitrans.engines.ctranslate2_export import export_ctranslate2
     from minitrans.evaluate import load_eval_data
     from minitrans.metrics import score
 

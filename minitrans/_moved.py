@@ -5,8 +5,8 @@
 module object** as the new one (``sys.modules["minitrans.attention"] is
 sys.modules["minitrans.model.attention"]``), so patching through either name patches the code
 that runs. Each old name says once, as a :class:`DeprecationWarning`, where the module is now.
-``minitrans.training`` was a module and is now the folder: its two public names resolve lazily
-through the folder's face (:mod:`minitrans.training`).
+``minitrans.training`` and ``minitrans.engines`` were modules and are now folders: their public
+names resolve lazily through the folders' faces.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ MOVED: dict[str, str] = {
                                         "datamodule")},
     "datacache": "data.cache",
     **{name: f"training.{name}" for name in ("loss", "schedule", "budget", "sizing", "distill")},
+    **{name: f"engines.{name}" for name in ("native_engine", "ctranslate2_engine", "ctranslate2_export",
+                                           "ctranslate2_cache", "auto_engine", "usercache")},
 }
 
 

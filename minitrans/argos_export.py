@@ -6,7 +6,7 @@ zip archive holding ONE top-level folder, ``translate-<from>_<to>-<version>/``, 
 =======================  ==============================================================
 ``metadata.json``        ``type: translate``, ``from_code``/``to_code`` and their names,
                          ``package_version``, ``argos_version``
-``model/``               the CTranslate2 export (:mod:`minitrans.ctranslate2_export`): it
+``model/``               the CTranslate2 export (:mod:`minitrans.engines.ctranslate2_export`): it
                          appends ``</s>`` to the source itself (argos sends SentencePiece
                          pieces without it) and its sinusoid table has at least 1,024 rows
                          (argos decodes up to 256 pieces, past the model's own limit)
@@ -35,8 +35,8 @@ from pathlib import Path
 from minitrans import sentence_onnx
 from minitrans.text import languages
 from minitrans._version import __version__
-from minitrans.ctranslate2_export import QUANTIZATIONS, export_ctranslate2
-from minitrans.engines import load_metadata
+from minitrans.engines.ctranslate2_export import QUANTIZATIONS, export_ctranslate2
+from minitrans.engines.registry import load_metadata
 from minitrans.errors import UsageError
 from minitrans.text.textio import atomic_output
 

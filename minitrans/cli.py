@@ -50,7 +50,7 @@ WORKERS_HELP = ("beam-search batches decoded at once, each by its own thread wit
 
 def _workers(text: str) -> int:
     """``--workers``: a whole number, 0 for the default."""
-    from minitrans.engines import check_workers
+    from minitrans.engines.registry import check_workers
     from minitrans.errors import UsageError
 
     try:
@@ -64,7 +64,7 @@ def add_decoding_flags(p: argparse.ArgumentParser, whose: str = "") -> None:
     once: ``--engine --device --precision --shortlist --workers --beam --alpha`` (and the old
     ``--bf16``/``--int8``, hidden)."""
     from minitrans.precision import PRECISIONS
-    from minitrans.auto_engine import ENGINE_CHOICES
+    from minitrans.engines.auto_engine import ENGINE_CHOICES
     from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
 
     p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help=ENGINE_HELP)
@@ -191,8 +191,8 @@ def call_handler(handler, args: argparse.Namespace):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from minitrans.ctranslate2_export import QUANTIZATIONS
-    from minitrans.engines import EXPORT_FORMATS
+    from minitrans.engines.ctranslate2_export import QUANTIZATIONS
+    from minitrans.engines.registry import EXPORT_FORMATS
     from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
     from minitrans.serve.settings import ServerSettings
     from minitrans.decoding.shortlist import FREQUENT as SHORTLIST_FREQUENT, TOP_K as SHORTLIST_TOP_K

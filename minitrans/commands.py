@@ -268,7 +268,7 @@ def _held_out_sets(held_out: HeldOut, checkpoint: str) -> list[tuple[str, str, t
     """``(label, dataset, (sources, references))`` of ``--src/--ref``, or of ``--split`` of
     ``--dataset`` (default: every corpus the checkpoint was trained on, with its split settings)."""
     from minitrans.data.corpus import data_dir_for
-    from minitrans.engines import load_metadata
+    from minitrans.engines.registry import load_metadata
     from minitrans.evaluate import eval_sets, load_eval_data
 
     split = held_out.split
@@ -292,7 +292,7 @@ def _held_out_sets(held_out: HeldOut, checkpoint: str) -> list[tuple[str, str, t
 def _check_one_direction(paths: list[str]) -> None:
     """A UsageError when the models do not all translate in one direction (one test set's
     sources and references serve them all)."""
-    from minitrans.engines import load_metadata
+    from minitrans.engines.registry import load_metadata
 
     first = (paths[0], load_metadata(paths[0]))
     for path in paths[1:]:
@@ -458,7 +458,7 @@ def cmd_serve(checkpoint: list[str], host: str, port: int, beam: int, alpha: flo
 def cmd_export(checkpoint: str, output_dir: str, format: str, quantization: str, force: bool, runtime: str | None) -> None:
     """Export a checkpoint for another program: CTranslate2, Argos Translate / LibreTranslate, Hugging Face
     transformers, or a page that translates in the browser."""
-    from minitrans.engines import writer
+    from minitrans.engines.registry import writer
 
     if runtime and format != "web":
         raise UsageError("--runtime is the onnxruntime-web of --format web; the other formats have no runtime to give.")
@@ -494,8 +494,9 @@ def cmd_download(dataset: str, to: str) -> None:
 def cmd_cache(clear: bool) -> None:
     """List what minitrans keeps in its cache (CTranslate2 conversions, the page's runtime), or
     empty it with --clear."""
-    from minitrans import ctranslate2_cache, web_runtime
-    from minitrans.usercache import cache_root, discard, limit_bytes
+    from minitrans import web_runtime
+    from minitrans.engines import ctranslate2_cache
+    from minitrans.engines.usercache import cache_root, discard, limit_bytes
 
     if clear:
         removed = ctranslate2_cache.clear()

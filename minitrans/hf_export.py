@@ -44,7 +44,7 @@ import torch
 from minitrans.text import languages
 from minitrans._version import __version__
 from minitrans.checkpoint import load_for_inference, published
-from minitrans.ctranslate2_export import MIN_POSITIONS  # generate() may be asked for long outputs too
+from minitrans.engines.ctranslate2_export import MIN_POSITIONS  # generate() may be asked for long outputs too
 from minitrans.errors import UsageError
 from minitrans.model.layers import sinusoidal_table
 from minitrans.decoding.settings import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B

@@ -8,7 +8,7 @@ AMX, AVX-512-BF16) and GPUs. A CPU without them emulates bf16 in software, far s
   the device has bf16 units, fp32 elsewhere; ``fp32``, ``bf16`` and ``int8`` (dynamic int8
   matrices, CPU) choose one. bf16 was faster than fp32 with BLEU within a few tenths on every
   model measured (docs/speed.md, "Precision by hardware"); CTranslate2's precision is its
-  engine's (:func:`minitrans.ctranslate2_engine.compute_type_for`);
+  engine's (:func:`minitrans.engines.ctranslate2_engine.compute_type_for`);
 * training keeps a recipe's ``trainer.precision: bf16-mixed`` only where it is fast
   (:func:`training_precision`), and says when it falls back to ``32-true``; its AdamW is fused
   where the precision allows it (:func:`fused_adamw`).

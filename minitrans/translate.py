@@ -2,7 +2,7 @@
 
 Each input string is a text: it is split into sentences (:mod:`minitrans.text.segment`), every
 sentence of every input is normalised, tokenised and decoded in one batched search by an
-engine (:mod:`minitrans.engines`), and each text is put back together with its own spacing and
+engine (:mod:`minitrans.engines.registry`), and each text is put back together with its own spacing and
 line breaks. Results come in input order, one per input. Empty and whitespace-only inputs give
 empty translations (line count is preserved); format characters (zero-width spaces, U+2060, a
 BOM) never reach the model, and a sentence with no letter or digit comes back as it is;
@@ -23,9 +23,9 @@ from minitrans.text import languages
 from minitrans.text import segment
 from minitrans.decoding.confidence import confidence
 from minitrans.text.cleaning import check_unicode, clean, has_words, without_format_characters
-from minitrans.auto_engine import open_model
-from minitrans.engines import DEFAULT_MAX_TOKENS, is_exported
-from minitrans.native_engine import NativeEngine
+from minitrans.engines.auto_engine import open_model
+from minitrans.engines.registry import DEFAULT_MAX_TOKENS, is_exported
+from minitrans.engines.native_engine import NativeEngine
 from minitrans.precision import folded, requested
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, check_decoding
@@ -63,14 +63,14 @@ class Translation:
 class Translator:
     """Translate English sentences to French with a trained model.
 
-    One interface over two engines (:mod:`minitrans.engines`): minitrans's own PyTorch
+    One interface over two engines (:mod:`minitrans.engines.registry`): minitrans's own PyTorch
     search, or CTranslate2 running a folder written by ``minitrans export``. Cleaning,
     segmentation, truncation, empty lines and detokenisation happen here, the same for both.
 
     Args:
-        model: The Transformer, or an engine (any :class:`~minitrans.engines.Engine`:
-            :class:`~minitrans.native_engine.NativeEngine`,
-            :class:`~minitrans.ctranslate2_engine.CTranslate2Engine`).
+        model: The Transformer, or an engine (any :class:`~minitrans.engines.registry.Engine`:
+            :class:`~minitrans.engines.native_engine.NativeEngine`,
+            :class:`~minitrans.engines.ctranslate2_engine.CTranslate2Engine`).
         tokenizer: Its SentencePiece tokenizer.
         max_tokens: Token budget of a decoding batch (sentences × longest source × beam).
         max_len_a, max_len_b: Output length limit ``a · src_len + b``.
@@ -143,9 +143,9 @@ class Translator:
     @classmethod
     def load(cls, path: str | os.PathLike, engine: str | None = "auto", device: str = "cpu",
              **kwargs) -> "Translator":
-        """A model of any registered format (:data:`minitrans.engines.REGISTRY`): a checkpoint,
+        """A model of any registered format (:data:`minitrans.engines.registry.REGISTRY`): a checkpoint,
         an exported folder (``ctranslate2``) ...; ``engine`` ``auto`` (or None, the default)
-        decodes with the fastest engine that can do the work (:mod:`minitrans.auto_engine`),
+        decodes with the fastest engine that can do the work (:mod:`minitrans.engines.auto_engine`),
         ``native`` or ``ctranslate2`` force one. ``kwargs`` are the engine's options
         (``precision``, ``workers``, ``max_tokens``, ``shortlist``) and the decoding limits
         ``max_len_a``, ``max_len_b``. A checkpoint decoded by CTranslate2 still gives attention
@@ -301,7 +301,7 @@ class Translator:
         ``first_line`` is the input line number of ``sentences[0]``, for warnings about long
         inputs when a caller feeds a long input in chunks. ``should_stop``, a function of no
         arguments, is asked between decoding batches; if it returns true the call raises
-        :class:`~minitrans.engines.Cancelled` (a server drops work whose client is gone).
+        :class:`~minitrans.engines.registry.Cancelled` (a server drops work whose client is gone).
         ``progress(n)`` is called as each decoding batch of n sentences is done.
 
         With ``split`` (the default) each input is a text: its sentences are translated in

@@ -13,7 +13,7 @@ runtime: SIMD, and threads where the page is cross-origin isolated). They come f
 
 Every file is checked against the sha256 pinned here before it is used; a tarball that differs
 from the pinned one (another version, a damaged download) is refused with one line. The cache
-is written by :mod:`minitrans.usercache`'s rules: only into a folder of the user's own, a link in
+is written by :mod:`minitrans.engines.usercache`'s rules: only into a folder of the user's own, a link in
 the entry's place replaced as a link (the folder it points to is never touched).
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from minitrans.boundary import error_boundary
 from minitrans.errors import UsageError
 from minitrans.text.textio import atomic_folder
-from minitrans.usercache import UntrustedCache, cache_root, discard, make_private, trusted_folder
+from minitrans.engines.usercache import UntrustedCache, cache_root, discard, make_private, trusted_folder
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def runtime_files(runtime: str | os.PathLike | None = None) -> dict[str, bytes]:
 
 
 def _store(files: dict[str, bytes]) -> Path:
-    """Write the files into the cache (:mod:`minitrans.usercache`'s rules): only into a folder
+    """Write the files into the cache (:mod:`minitrans.engines.usercache`'s rules): only into a folder
     of the user's own, replacing a link in the entry's place as a link (never the folder it
     points to) and never a folder holding other files. :class:`UntrustedCache` otherwise."""
     folder = trusted_folder("web") / cached_folder().name

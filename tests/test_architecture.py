@@ -38,7 +38,7 @@ def _top(names: set[str]) -> set[str]:
     return {n.split(".")[0] for n in names}
 
 
-@pytest.mark.parametrize("module", ["minitrans.translate", "minitrans.engines", "minitrans.serve.app"])
+@pytest.mark.parametrize("module", ["minitrans.translate", "minitrans.engines.registry", "minitrans.serve.app"])
 def test_inference_loads_neither_lightning_nor_datasets_nor_training(module):
     loaded = _loaded(module)
     assert not _top(loaded) & {"lightning", "pytorch_lightning", "datasets"}, sorted(_top(loaded) & {
@@ -55,8 +55,8 @@ def _exists(module: str) -> bool:
 
 def test_training_loads_no_inference_stack():
     loaded = _loaded("minitrans.training.module")
-    inference = {"minitrans.translate", "minitrans.engines", "minitrans.auto_engine", "minitrans.native_engine",
-                 "minitrans.ctranslate2_engine", "minitrans.ctranslate2_export", "minitrans.ctranslate2_cache",
+    inference = {"minitrans.translate", "minitrans.engines.registry", "minitrans.engines.auto_engine", "minitrans.engines.native_engine",
+                 "minitrans.engines.ctranslate2_engine", "minitrans.engines.ctranslate2_export", "minitrans.engines.ctranslate2_cache",
                  "minitrans.argos_export", "minitrans.hf_export", "minitrans.serve.app", "minitrans.evaluate",
                  "minitrans.plotting", "minitrans.formats"}
     assert all(_exists(m) for m in inference), [m for m in inference if not _exists(m)]
@@ -73,7 +73,7 @@ def test_each_rule_has_one_home():
     def homes(pattern: str) -> list[str]:
         return sorted(name for name, text in texts.items() if re.search(pattern, text))
 
-    assert homes(r"\b6_?000\b") == ["engines.py"]  # DEFAULT_MAX_TOKENS
+    assert homes(r"\b6_?000\b") == ["engines/registry.py"]  # DEFAULT_MAX_TOKENS
     assert homes(r"nbest\s*<=|<=\s*nbest|nbest\s*>\s*(self\.)?beam") == ["decoding/settings.py"]  # nbest_fits
     assert homes(r"\b15\b") == ["serve/libretranslate.py"] and texts["serve/libretranslate.py"].count("15") == 1
     assert homes(r"[\"']\.(htm|md|srt)[\"']") == ["formats/__init__.py"]  # EXTENSIONS
@@ -154,6 +154,8 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "data": {"errors", "text", "model", "checkpoint"},
     # from batches to a checkpoint (distill: a teacher translates, so it may use the Translator)
     "training": {"errors", "text", "model", "decoding", "data", "checkpoint", "metrics", "precision", "translate"},
+    # what runs a model: the model and its decoding, the checkpoint, never data, training or serving
+    "engines": {"_version", "errors", "text", "model", "decoding", "checkpoint", "precision", "progress"},
 }
 
 
@@ -242,8 +244,8 @@ def test_the_model_folder_reads_as_the_paper():
 
 
 def test_engines_satisfy_the_protocol_and_every_format_is_registered(trained_checkpoint, tmp_path):
-    from minitrans.engines import ENGINES, EXPORT_FORMATS, REGISTRY, Engine, engine_for, reader, writer
-    from minitrans.native_engine import NativeEngine
+    from minitrans.engines.registry import ENGINES, EXPORT_FORMATS, REGISTRY, Engine, engine_for, reader, writer
+    from minitrans.engines.native_engine import NativeEngine
 
     assert ENGINES == ("native", "ctranslate2") and EXPORT_FORMATS == ("ctranslate2", "argos", "hf", "web")
     assert set(REGISTRY) == {*ENGINES, *EXPORT_FORMATS}

@@ -180,7 +180,7 @@ def test_every_export_goes_out_in_the_checkpoints_direction(trained_fr_en, tmp_p
     import zipfile
 
     pytest.importorskip("ctranslate2")
-    from minitrans.ctranslate2_export import export_ctranslate2
+    from minitrans.engines.ctranslate2_export import export_ctranslate2
 
     folder = export_ctranslate2(trained_fr_en, tmp_path / "ct2")
     assert Translator.load(folder).languages == ("fr", "en")

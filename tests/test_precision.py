@@ -7,7 +7,7 @@ import torch
 
 from minitrans import Translator, precision
 from minitrans.errors import UsageError
-from minitrans.native_engine import NativeEngine
+from minitrans.engines.native_engine import NativeEngine
 
 
 @pytest.fixture
@@ -161,7 +161,10 @@ def test_the_old_switches_live_only_at_the_public_entry_points():
     (:class:`Translator`); nothing below takes them (issue #44: one home per rule)."""
     import inspect
 
-    from minitrans import auto_engine, ctranslate2_engine, evaluate, native_engine
+    from minitrans import evaluate
+    from minitrans.engines import auto_engine
+    from minitrans.engines import ctranslate2_engine
+    from minitrans.engines import native_engine
     from minitrans.training import distill
     from minitrans.serve import app as server
 

@@ -106,7 +106,7 @@ def test_int8_does_not_print_pytorchs_deprecation_warnings():
     """`--int8` uses torch.ao's dynamic quantisation knowingly; PyTorch's deprecation warnings
     about it (one of them C++'s warn-once, hence a fresh process) must not reach the user."""
     code = ("import warnings, torch; warnings.simplefilter('always')\n"
-            "from minitrans.native_engine import quantize_int8\n"
+            "from minitrans.engines.native_engine import quantize_int8\n"
             "m = torch.nn.Module(); m.output_proj = torch.nn.Linear(8, 8)\n"
             "with warnings.catch_warnings(record=True) as seen:\n"
             "    warnings.simplefilter('always'); quantize_int8(m)\n"
@@ -117,7 +117,7 @@ def test_int8_does_not_print_pytorchs_deprecation_warnings():
 
 
 def test_token_batches_cover_every_sentence_once_within_the_budget():
-    from minitrans.native_engine import token_batches
+    from minitrans.engines.native_engine import token_batches
 
     sources = [[5] * n for n in (9, 2, 30, 4, 4, 7, 1, 12)]
     batches = token_batches(sources, max_tokens=40, beam_size=2)
@@ -155,7 +155,7 @@ def test_an_output_never_spans_two_lines(trained_checkpoint, monkeypatch):
     translator = Translator.from_checkpoint(trained_checkpoint)
     newline_piece = translator.tokenizer.sp.piece_to_id("<0x0A>")
     assert translator.tokenizer.sp.is_byte(newline_piece)
-    from minitrans import native_engine
+    from minitrans.engines import native_engine
     from minitrans.decoding.search import Hypothesis
 
     def fake_beam(model, src, *args, **kwargs):

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from minitrans.engines import Cancelled
+from minitrans.engines.registry import Cancelled
 from minitrans.serve.settings import ServerSettings
 from minitrans.translate import Translator
 

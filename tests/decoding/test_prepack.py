@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from conftest import synthetic_pairs
 from minitrans.decoding import prepack
-from minitrans.native_engine import NativeEngine
+from minitrans.engines.native_engine import NativeEngine
 from minitrans.translate import Translator
 
 bf16_cpu = pytest.mark.skipif(not (torch.backends.mkldnn.is_available()

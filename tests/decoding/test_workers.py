@@ -9,7 +9,7 @@ import torch
 
 from conftest import run_main, synthetic_pairs
 from minitrans import Translator
-from minitrans.native_engine import spread, token_batches
+from minitrans.engines.native_engine import spread, token_batches
 from minitrans.decoding.workers import WorkerPool, default_workers
 
 SENTENCES = [e for e, _ in synthetic_pairs(30, seed=31)] + ["", "The cat.", "A dog and a dog and a dog and a dog."]
@@ -106,7 +106,7 @@ def test_greedy_search_runs_in_the_caller(trained_checkpoint, two_threads):
 
 def test_ctranslate2_workers_give_the_same_outputs(trained_checkpoint, tmp_path, two_threads):
     pytest.importorskip("ctranslate2", reason="the [ct2] extra (ctranslate2) is not installed")
-    from minitrans.ctranslate2_export import export_ctranslate2
+    from minitrans.engines.ctranslate2_export import export_ctranslate2
 
     path = export_ctranslate2(trained_checkpoint, tmp_path / "model")
     one, two = Translator.from_export(path, workers=1), Translator.from_export(path, workers=2)

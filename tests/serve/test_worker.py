@@ -117,7 +117,7 @@ def test_10_timed_out_work_stops_and_does_not_delay_the_next_request(translator,
 
 
 def test_10_search_stops_between_batches(translator):
-    from minitrans.engines import Cancelled
+    from minitrans.engines.registry import Cancelled
 
     sources = [translator.tokenizer.encode([e])[0] + [3] for e, _ in synthetic_pairs(20, seed=1)]
     asked = []
@@ -138,7 +138,7 @@ def test_10_search_stops_between_batches(translator):
 
 def _slow_search(translator, monkeypatch, seconds: float, counter: list | None = None) -> None:
     """Make each sentence its own slow decoding batch, honouring ``should_stop`` as the engines do."""
-    from minitrans.engines import Cancelled
+    from minitrans.engines.registry import Cancelled
 
     search = translator.engine.search
 

@@ -14,9 +14,11 @@ import time
 import pytest
 
 from conftest import run_main, synthetic_pairs
-from minitrans import Translator, auto_engine, ctranslate2_cache
+from minitrans import Translator
+from minitrans.engines import auto_engine
+from minitrans.engines import ctranslate2_cache
 from minitrans.errors import CheckpointError
-from minitrans.native_engine import NativeEngine
+from minitrans.engines.native_engine import NativeEngine
 
 SENTENCES = [e for e, _ in synthetic_pairs(30, seed=45)] + ["", "The cat.", "A dog and a dog and a dog."]
 
@@ -91,7 +93,7 @@ def test_a_conversion_that_fails_falls_back_to_native_with_a_warning(trained_che
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("minitrans.ctranslate2_export.export_ctranslate2", broken)
+    monkeypatch.setattr("minitrans.engines.ctranslate2_export.export_ctranslate2", broken)
     monkeypatch.setenv("MINITRANS_CACHE", str(trained_checkpoint.parent / "no-such-cache"))
     with caplog.at_level(logging.WARNING):
         translator = Translator.load(trained_checkpoint)
@@ -108,7 +110,7 @@ def test_the_public_reason_of_a_failed_conversion_names_no_path(trained_checkpoi
     def broken(*args, **kwargs):
         raise NotADirectoryError(20, "Not a directory", secret)
 
-    monkeypatch.setattr("minitrans.ctranslate2_export.export_ctranslate2", broken)
+    monkeypatch.setattr("minitrans.engines.ctranslate2_export.export_ctranslate2", broken)
     monkeypatch.setenv("MINITRANS_CACHE", str(tmp_path / "cache"))
     with caplog.at_level(logging.WARNING):
         translator = Translator.load(trained_checkpoint)
@@ -139,7 +141,7 @@ def test_attention_comes_from_a_native_copy_loaded_on_first_use(trained_checkpoi
 
 # -- the cache --------------------------------------------------------------------------------
 def _count_exports(monkeypatch) -> list:
-    from minitrans import ctranslate2_export
+    from minitrans.engines import ctranslate2_export
 
     calls, real = [], ctranslate2_export.export_ctranslate2
 
@@ -203,7 +205,7 @@ def auto_engine_sha(path) -> str:
 
 def test_two_users_of_one_checkpoint_convert_it_once(trained_checkpoint, cache, monkeypatch):
     """The second waits for the first (a file lock) and reuses its folder."""
-    from minitrans import ctranslate2_export
+    from minitrans.engines import ctranslate2_export
 
     calls, real = [], ctranslate2_export.export_ctranslate2
 

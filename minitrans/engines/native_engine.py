@@ -18,7 +18,7 @@ import torch
 from minitrans.model.masks import pad
 from minitrans.checkpoint import checkpoint_metadata, load_for_inference
 from minitrans.model.config import ModelConfig
-from minitrans.engines import DEFAULT_MAX_TOKENS, check_stop, check_workers, engine_for
+from minitrans.engines.registry import DEFAULT_MAX_TOKENS, check_stop, check_workers, engine_for
 from minitrans.errors import UsageError
 from minitrans.decoding.kernels import for_decoding
 from minitrans.precision import Precision, choose, requested
@@ -37,7 +37,7 @@ def load(path: str | os.PathLike, device: str = "cpu", workers: int = 0, max_tok
          precision: str = "auto", shortlist: bool = False):
     """``(NativeEngine, tokenizer, metadata)`` of a checkpoint; the batch budget is
     ``max_tokens``, else the checkpoint's recorded one, else
-    :data:`~minitrans.engines.DEFAULT_MAX_TOKENS`. ``precision`` as :func:`minitrans.precision.choose`
+    :data:`~minitrans.engines.registry.DEFAULT_MAX_TOKENS`. ``precision`` as :func:`minitrans.precision.choose`
     resolves it;
     ``shortlist``: score only the checkpoint's vocabulary shortlist (off by default: it cost
     0.14-0.52 BLEU in beam search, docs/speed.md)."""

@@ -16,7 +16,9 @@ import threading
 
 import pytest
 
-from minitrans import Translator, ctranslate2_cache, usercache, web_runtime
+from minitrans import Translator, web_runtime
+from minitrans.engines import ctranslate2_cache
+from minitrans.engines import usercache
 from minitrans.errors import UsageError
 
 pytestmark = pytest.mark.hostile
@@ -48,7 +50,7 @@ def mode(path) -> int:
 def plant(root, checkpoint, other_checkpoint, tmp_path) -> tuple:
     """Another model's conversion under ``checkpoint``'s key, its metadata naming ``checkpoint``'s
     sha256 (as anyone can compute for a public checkpoint)."""
-    from minitrans.ctranslate2_export import export_ctranslate2
+    from minitrans.engines.ctranslate2_export import export_ctranslate2
     from minitrans.text.textio import file_sha256
 
     sha = file_sha256(checkpoint)

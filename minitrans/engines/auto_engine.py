@@ -2,7 +2,7 @@
 
 minitrans trains in PyTorch and decodes, by default, the way OpenNMT and LibreTranslate do: with
 CTranslate2, a C++ engine whose decoding step does not pay PyTorch's per-operator cost. A
-checkpoint is converted once (:mod:`minitrans.ctranslate2_cache`) and decoded by CTranslate2
+checkpoint is converted once (:mod:`minitrans.engines.ctranslate2_cache`) and decoded by CTranslate2
 when it is installed and the work needs nothing only the native engine gives; otherwise by the
 native engine. The choice and its reason are the engine's ``reason`` (printed by the commands,
 returned by ``/v1/model``, recorded in evaluation reports).
@@ -16,7 +16,7 @@ The native engine decodes when:
   bf16 on CPUs), ``--shortlist``, an ensemble (``--ensemble``). Attention weights come from a
   native copy of the model, loaded when first asked for (:class:`~minitrans.translate.Translator`).
 
-Precision on CTranslate2: :func:`minitrans.ctranslate2_engine.compute_type_for` (``auto`` is
+Precision on CTranslate2: :func:`minitrans.engines.ctranslate2_engine.compute_type_for` (``auto`` is
 int8 on a CPU, ``fp32`` float32, whose translations equal the native engine's fp32 ones; an
 exported folder keeps the weight type chosen at export).
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from minitrans.engines import ENGINES
+from minitrans.engines.registry import ENGINES
 from minitrans.errors import MinitransError
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class Choice:
 
 def ctranslate2_available() -> bool:
     """Whether the ``ctranslate2`` package can be imported."""
-    from minitrans.ctranslate2_engine import import_ctranslate2
+    from minitrans.engines.ctranslate2_engine import import_ctranslate2
 
     try:
         import_ctranslate2()
@@ -79,8 +79,8 @@ def choose(device: str = "cpu", precision: str = "auto", shortlist: bool = False
 def open_model(path: str | os.PathLike, engine: str | None = "auto", device: str = "cpu", **options):
     """``(engine, tokenizer, metadata)`` of the model at ``path``: ``auto`` (or None) as
     :func:`load` decodes it, any other name by that registered reader
-    (:func:`minitrans.engines.open_model`)."""
-    from minitrans import engines
+    (:func:`minitrans.engines.registry.open_model`)."""
+    from minitrans.engines import registry as engines
 
     if engine in (None, "auto"):
         return load(path, device, **options)
@@ -92,7 +92,7 @@ def load(path: str | os.PathLike, device: str = "cpu", precision: str = "auto", 
          workers: int = 0, max_tokens: int | None = None, attention: bool = False):
     """``(engine, tokenizer, metadata)`` of the model at ``path`` as ``--engine auto`` decodes it:
     an exported folder by its own engine, a checkpoint by :func:`choose`'s engine."""
-    from minitrans import engines
+    from minitrans.engines import registry as engines
     from minitrans.precision import requested
 
     precision = requested(precision)
@@ -135,8 +135,8 @@ def _ctranslate2(path, device: str, precision: str, workers: int, max_tokens: in
     """``(engine, tokenizer)``: the checkpoint's cached conversion opened by CTranslate2 (held
     while it loads, so that no other process evicts it meanwhile). The engine records the
     checkpoint's sha256 it was converted from (``source_sha256``)."""
-    from minitrans.ctranslate2_cache import in_use
-    from minitrans.ctranslate2_engine import compute_type_for, load as load_export
+    from minitrans.engines.ctranslate2_cache import in_use
+    from minitrans.engines.ctranslate2_engine import compute_type_for, load as load_export
 
     compute_type, reason = compute_type_for(precision, device)
     with in_use(path) as folder:

@@ -8,9 +8,9 @@ and, for a format ``minitrans export`` writes, the module that *writes* it. ``--
 ``export --format`` and :meth:`Translator.load` all read this table, so adding a format is one
 module (or two: reader and writer) plus one line here:
 
-* ``native`` — a ``.ckpt`` (:mod:`minitrans.native_engine`: minitrans's own Transformer and search);
-* ``ctranslate2`` — a folder written by ``minitrans export`` (:mod:`minitrans.ctranslate2_engine`
-  reads it with CTranslate2; :mod:`minitrans.ctranslate2_export` writes it);
+* ``native`` — a ``.ckpt`` (:mod:`minitrans.engines.native_engine`: minitrans's own Transformer and search);
+* ``ctranslate2`` — a folder written by ``minitrans export`` (:mod:`minitrans.engines.ctranslate2_engine`
+  reads it with CTranslate2; :mod:`minitrans.engines.ctranslate2_export` writes it);
 * ``argos`` — an Argos Translate package, written only (:mod:`minitrans.argos_export`): Argos
   Translate and LibreTranslate read it;
 * ``hf`` — a Hugging Face ``transformers`` folder, written only (:mod:`minitrans.hf_export`):
@@ -22,7 +22,7 @@ A reader module provides ``recognises(path) -> bool``, ``load(path, device, **op
 (engine, tokenizer, metadata)`` and ``metadata(path) -> dict``; a writer module provides
 ``export(checkpoint, output_dir, quantization, force) -> Path`` and ``QUANTIZATIONS``.
 Modules are imported only when their format is used (reading never imports a writer).
-``--engine auto``, the default, is not a format and not in this table: :mod:`minitrans.auto_engine`,
+``--engine auto``, the default, is not a format and not in this table: :mod:`minitrans.engines.auto_engine`,
 one floor up, picks a reader for the work (CTranslate2 for a checkpoint where it can, through a
 cached conversion).
 """
@@ -105,8 +105,8 @@ class Format:
 
 #: Every model format, by ``--engine`` name: one line per format.
 REGISTRY: dict[str, Format] = {
-    "native": Format(reader="minitrans.native_engine"),
-    "ctranslate2": Format(reader="minitrans.ctranslate2_engine", writer="minitrans.ctranslate2_export"),
+    "native": Format(reader="minitrans.engines.native_engine"),
+    "ctranslate2": Format(reader="minitrans.engines.ctranslate2_engine", writer="minitrans.engines.ctranslate2_export"),
     "argos": Format(reader=None, writer="minitrans.argos_export"),
     "hf": Format(reader=None, writer="minitrans.hf_export"),
     "web": Format(reader=None, writer="minitrans.web_export"),
@@ -144,7 +144,7 @@ def open_model(path: str | os.PathLike, engine: str | None = None, device: str =
     """``(engine, tokenizer, metadata)`` of the model at ``path``, read by ``engine`` (default:
     by what the path is). Each reader's ``load`` refuses, in one line naming the right
     ``--engine``, a path of another format. ``--engine auto`` is the layer above:
-    :func:`minitrans.auto_engine.load` picks the reader for the work."""
+    :func:`minitrans.engines.auto_engine.load` picks the reader for the work."""
     return reader(engine or engine_for(path)).load(path, device, **options)
 
 

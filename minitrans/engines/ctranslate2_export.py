@@ -25,7 +25,7 @@ SentencePiece pieces in id order          source and target vocabulary (``<pad>`
 
 The folder also holds the SentencePiece model (``sentencepiece.model``) and minitrans's
 metadata (``minitrans.json``: model config, tokenizer fingerprint, training data, decoding
-limits), so :class:`~minitrans.ctranslate2_engine.CTranslate2Engine` translates with the same
+limits), so :class:`~minitrans.engines.ctranslate2_engine.CTranslate2Engine` translates with the same
 normalisation, segmentation, limits and detokenisation as the checkpoint. Search
 conventions are the engine's business (see there). Needs ``ctranslate2`` (a core dependency).
 """
@@ -40,7 +40,7 @@ import torch
 
 from minitrans._version import __version__
 from minitrans.checkpoint import load_for_inference, published
-from minitrans.ctranslate2_engine import EXPORT_FILES, META_FILE, SPM_FILE, file_sha256, import_ctranslate2, is_export
+from minitrans.engines.ctranslate2_engine import EXPORT_FILES, META_FILE, SPM_FILE, file_sha256, import_ctranslate2, is_export
 from minitrans.errors import UsageError
 from minitrans.model.layers import sinusoidal_table
 from minitrans.text.textio import atomic_folder, check_replaceable_folder
@@ -127,7 +127,7 @@ def _feed_forward(spec, layer) -> None:
 
 def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantization: str = "float32",
            force: bool = False) -> Path:
-    """The registry's entry point (:data:`minitrans.engines.REGISTRY`): :func:`export_ctranslate2`."""
+    """The registry's entry point (:data:`minitrans.engines.registry.REGISTRY`): :func:`export_ctranslate2`."""
     return export_ctranslate2(checkpoint, output_dir, quantization, force)
 
 

@@ -1,7 +1,7 @@
 """A checkpoint's CTranslate2 conversion, made once and kept in the user's cache (issue #45).
 
-``--engine auto`` decodes a ``.ckpt`` with CTranslate2 when it can (:mod:`minitrans.auto_engine`).
-The conversion (:mod:`minitrans.ctranslate2_export`, float32 weights: the compute type is chosen
+``--engine auto`` decodes a ``.ckpt`` with CTranslate2 when it can (:mod:`minitrans.engines.auto_engine`).
+The conversion (:mod:`minitrans.engines.ctranslate2_export`, float32 weights: the compute type is chosen
 when the folder is loaded) takes a second or two; it happens the first time a checkpoint is
 decoded and later runs reuse it:
 
@@ -13,7 +13,7 @@ decoded and later runs reuse it:
   process converting the same checkpoint waits for the first and reuses its folder;
 * a cached folder is checked before use (its files, the weights' sha256 recorded at export, the
   checkpoint it came from); a damaged one is converted again;
-* the cache is the user's own (:mod:`minitrans.usercache`): created ``0700``; a folder or entry
+* the cache is the user's own (:mod:`minitrans.engines.usercache`): created ``0700``; a folder or entry
   another user owns or may write is never loaded (a warning, then a private conversion in a
   temporary folder); a link in an entry's place is replaced as a link;
 * it is bounded: after a conversion, the least recently used others go until the conversions
@@ -36,7 +36,7 @@ from filelock import FileLock, Timeout
 
 from minitrans.errors import CheckpointError
 from minitrans.text.textio import file_sha256
-from minitrans.usercache import (UntrustedCache, cache_root, discard, evict, limit_bytes, make_private,
+from minitrans.engines.usercache import (UntrustedCache, cache_root, discard, evict, limit_bytes, make_private,
                                  private_fallback, touch, trusted_entry, trusted_folder)
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ EXPORT_VERSION = 1
 def key(checkpoint_sha256: str) -> str:
     """The folder name of a checkpoint's conversion: 16 hex digits of a digest of its sha256,
     :data:`EXPORT_VERSION` and the installed CTranslate2's version."""
-    from minitrans.ctranslate2_engine import import_ctranslate2
+    from minitrans.engines.ctranslate2_engine import import_ctranslate2
 
     stamp = json.dumps({"checkpoint": checkpoint_sha256, "export": EXPORT_VERSION,
                         "ctranslate2": import_ctranslate2().__version__}, sort_keys=True)
@@ -58,7 +58,7 @@ def is_valid(folder: Path, checkpoint_sha256: str) -> bool:
     """Whether ``folder`` is a complete conversion of the checkpoint with that sha256: an export
     whose metadata names it and whose weights are the ones recorded (a truncated or replaced
     ``model.bin`` fails)."""
-    from minitrans.ctranslate2_engine import is_export, read_metadata
+    from minitrans.engines.ctranslate2_engine import is_export, read_metadata
 
     if not is_export(folder):
         return False
@@ -106,10 +106,10 @@ def in_use(checkpoint: str | os.PathLike) -> Iterator[Path]:
     converts it again or evicts it meanwhile. Converted now if missing, damaged or untrusted.
 
     Raises whatever the conversion raises (a damaged checkpoint: :class:`CheckpointError`; a
-    cache that cannot be written: :class:`OSError`); :mod:`minitrans.auto_engine` then decodes
+    cache that cannot be written: :class:`OSError`); :mod:`minitrans.engines.auto_engine` then decodes
     with the native engine."""
-    from minitrans.ctranslate2_engine import EXPORT_FILES
-    from minitrans.ctranslate2_export import export_ctranslate2
+    from minitrans.engines.ctranslate2_engine import EXPORT_FILES
+    from minitrans.engines.ctranslate2_export import export_ctranslate2
 
     sha = file_sha256(checkpoint)
     try:
@@ -144,7 +144,7 @@ def in_use(checkpoint: str | os.PathLike) -> Iterator[Path]:
 
 def entries() -> list[tuple[Path, int]]:
     """The cached conversions with their sizes in bytes, most recently used first."""
-    from minitrans.usercache import folder_size
+    from minitrans.engines.usercache import folder_size
 
     folder = cache_root() / KIND
     if not folder.is_dir():

@@ -1,7 +1,7 @@
 """The user's cache folder: where minitrans keeps what it makes unasked, and who may touch it.
 
 minitrans keeps two kinds of copies there: a checkpoint's CTranslate2 conversion
-(:mod:`minitrans.ctranslate2_cache`, float32 weights of the user's model) and the page's
+(:mod:`minitrans.engines.ctranslate2_cache`, float32 weights of the user's model) and the page's
 onnxruntime-web files (:mod:`minitrans.web_runtime`). The folder is ``$MINITRANS_CACHE``, else
 ``$XDG_CACHE_HOME/minitrans``, else ``~/.cache/minitrans``.
 

@@ -15,8 +15,8 @@ from minitrans import Transformer, Translator
 from minitrans.checkpoint import load_checkpoint, metadata, save_atomic
 from minitrans.model.config import ModelConfig
 from minitrans.errors import UsageError
-from minitrans.ctranslate2_engine import META_FILE
-from minitrans.ctranslate2_export import export_ctranslate2
+from minitrans.engines.ctranslate2_engine import META_FILE
+from minitrans.engines.ctranslate2_export import export_ctranslate2
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the [ct2] extra (ctranslate2) is not installed")
 
@@ -251,7 +251,7 @@ def test_1_export_force_replaces_only_an_export(capsys, tmp_path, trained_checkp
 # -- 7. an export assembled from two ---------------------------------------------------------
 @pytest.mark.hostile
 def test_7_an_export_with_another_models_files_is_one_line(capsys, tmp_path, trained_checkpoint, exported):
-    from minitrans.ctranslate2_export import export_ctranslate2
+    from minitrans.engines.ctranslate2_export import export_ctranslate2
 
     mixed = tmp_path / "mixed"
     shutil.copytree(exported, mixed)

@@ -1,6 +1,6 @@
 """The CTranslate2 engine: a folder written by ``minitrans export --format ctranslate2``,
 decoded by CTranslate2 — and the reading side of that folder (its files, its metadata, its
-checks). :mod:`minitrans.ctranslate2_export` writes it.
+checks). :mod:`minitrans.engines.ctranslate2_export` writes it.
 
 CTranslate2 conventions and how they are mapped:
 
@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 from minitrans.model.config import ModelConfig
-from minitrans.engines import DEFAULT_MAX_TOKENS, check_stop, check_workers
+from minitrans.engines.registry import DEFAULT_MAX_TOKENS, check_stop, check_workers
 from minitrans.precision import Precision
 from minitrans.errors import CheckpointError, UsageError
 from minitrans.decoding.search import Hypothesis, length_limits, length_penalty
@@ -106,7 +106,7 @@ INT8_REASON = "auto: int8 kept BLEU within 0.3 of float32 on every model measure
 
 def compute_type_for(precision: str, device: str = "cpu") -> tuple[str, str]:
     """``(CTranslate2 compute type, reason)`` for ``--precision`` on a checkpoint's float32
-    conversion (:mod:`minitrans.auto_engine`): ``auto`` is int8 on a CPU (:data:`INT8_REASON`)
+    conversion (:mod:`minitrans.engines.auto_engine`): ``auto`` is int8 on a CPU (:data:`INT8_REASON`)
     and the float32 weights elsewhere (CTranslate2 on GPUs is not measured here)."""
     if precision == "auto":
         if torch.device(device).type == "cpu":
