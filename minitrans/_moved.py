@@ -33,6 +33,7 @@ MOVED: dict[str, str] = {
     **{name: f"training.{name}" for name in ("loss", "schedule", "budget", "sizing", "distill")},
     **{name: f"engines.{name}" for name in ("native_engine", "ctranslate2_engine", "ctranslate2_export",
                                            "ctranslate2_cache", "auto_engine", "usercache")},
+    "evaluate": "evaluation.evaluate", "plotting": "evaluation.plotting",
 }
 
 

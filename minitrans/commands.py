@@ -132,7 +132,7 @@ def cmd_translate(checkpoint: list[str], sentences: list[str], input: str | None
                   device: str, precision: str | None, bf16: bool, int8: bool, shortlist: bool, workers: int) -> None:
     """Translate sentences (arguments, --input FILE or stdin) to stdout or --output FILE."""
     from minitrans.decoding.settings import check_decoding
-    from minitrans.plotting import check_attention_view, plot_attention as draw_attention, plot_path
+    from minitrans.evaluation.plotting import check_attention_view, plot_attention as draw_attention, plot_path
 
     # Everything that can be checked is checked before the model is loaded.
     input = None if input == "-" else input  # "-": standard input and output, as Unix tools read it
@@ -269,7 +269,7 @@ def _held_out_sets(held_out: HeldOut, checkpoint: str) -> list[tuple[str, str, t
     ``--dataset`` (default: every corpus the checkpoint was trained on, with its split settings)."""
     from minitrans.data.corpus import data_dir_for
     from minitrans.engines.registry import load_metadata
-    from minitrans.evaluate import eval_sets, load_eval_data
+    from minitrans.evaluation.evaluate import eval_sets, load_eval_data
 
     split = held_out.split
     if held_out.src is not None:
@@ -303,7 +303,7 @@ def cmd_evaluate(checkpoint: list[str], output_dir: str, beam: int, alpha: float
                  ref: list[str] | None, split: str, dataset: str | None, data_dir: str | None, engine: str | None,
                  device: str, precision: str | None, bf16: bool, int8: bool, shortlist: bool, workers: int) -> None:
     """Translate a test set with one or more checkpoints and score BLEU and chrF."""
-    from minitrans.evaluate import evaluate_checkpoint, output_stem, write_outputs
+    from minitrans.evaluation.evaluate import evaluate_checkpoint, output_stem, write_outputs
     from minitrans.decoding.settings import check_decoding
 
     check_decoding(beam, alpha)

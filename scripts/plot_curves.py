@@ -1,5 +1,5 @@
 """Learning curves from a training run's CSV log: validation BLEU (each corpus of a mixture,
-and the selection metric) against wall-clock minutes (:func:`minitrans.plotting.plot_curves`).
+and the selection metric) against wall-clock minutes (:func:`minitrans.evaluation.plotting.plot_curves`).
 
     python scripts/plot_curves.py runs/quickstart/logs/version_0/metrics.csv -o docs/quickstart-curve.png
     python scripts/plot_curves.py RUN_A/metrics.csv RUN_B/metrics.csv --label A --label B -o ab.png
@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from minitrans.errors import UsageError
-from minitrans.plotting import plot_curves
+from minitrans.evaluation.plotting import plot_curves
 
 
 def main() -> None:

@@ -57,8 +57,8 @@ def test_training_loads_no_inference_stack():
     loaded = _loaded("minitrans.training.module")
     inference = {"minitrans.translate", "minitrans.engines.registry", "minitrans.engines.auto_engine", "minitrans.engines.native_engine",
                  "minitrans.engines.ctranslate2_engine", "minitrans.engines.ctranslate2_export", "minitrans.engines.ctranslate2_cache",
-                 "minitrans.argos_export", "minitrans.hf_export", "minitrans.serve.app", "minitrans.evaluate",
-                 "minitrans.plotting", "minitrans.formats"}
+                 "minitrans.argos_export", "minitrans.hf_export", "minitrans.serve.app", "minitrans.evaluation.evaluate",
+                 "minitrans.evaluation.plotting", "minitrans.formats"}
     assert all(_exists(m) for m in inference), [m for m in inference if not _exists(m)]
     assert not loaded & inference, sorted(loaded & inference)
 
@@ -156,6 +156,8 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "training": {"errors", "text", "model", "decoding", "data", "checkpoint", "metrics", "precision", "translate"},
     # what runs a model: the model and its decoding, the checkpoint, never data, training or serving
     "engines": {"_version", "errors", "text", "model", "decoding", "checkpoint", "precision", "progress"},
+    # scoring and drawing: the Translator, the held-out data, the metrics
+    "evaluation": {"errors", "text", "data", "decoding", "metrics", "translate"},
 }
 
 

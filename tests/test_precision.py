@@ -80,7 +80,7 @@ def test_a_model_passed_in_is_decoded_as_it_is_unless_asked(trained_checkpoint, 
 def test_v1_model_and_evaluate_say_which_precision_and_why(trained_checkpoint, no_bf16):
     from fastapi.testclient import TestClient
 
-    from minitrans.evaluate import evaluate_checkpoint
+    from minitrans.evaluation.evaluate import evaluate_checkpoint
     from minitrans.serve.app import create_app
 
     translator = Translator.from_checkpoint(trained_checkpoint)
@@ -161,7 +161,7 @@ def test_the_old_switches_live_only_at_the_public_entry_points():
     (:class:`Translator`); nothing below takes them (issue #44: one home per rule)."""
     import inspect
 
-    from minitrans import evaluate
+    from minitrans.evaluation import evaluate
     from minitrans.engines import auto_engine
     from minitrans.engines import ctranslate2_engine
     from minitrans.engines import native_engine

@@ -8,7 +8,7 @@ import torch
 from conftest import synthetic_pairs
 from minitrans import Translator
 from minitrans.errors import UsageError
-from minitrans.plotting import plot_attention
+from minitrans.evaluation.plotting import plot_attention
 
 
 @pytest.fixture(scope="module")

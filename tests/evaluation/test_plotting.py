@@ -1,4 +1,4 @@
-"""Figures (minitrans/plotting.py): the attention heatmap labels its axes in the model's
+"""Figures (minitrans/evaluation/plotting.py): the attention heatmap labels its axes in the model's
 direction, and learning curves are drawn from a run's CSV log, or refused in one line."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import run_main
-from minitrans import Translator, plotting
+from minitrans import Translator
+from minitrans.evaluation import plotting
 from minitrans.errors import UsageError
 
 PNG = b"\x89PNG\r\n\x1a\n"

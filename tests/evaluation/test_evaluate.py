@@ -8,7 +8,7 @@ import torch
 
 from conftest import one_line_error, run_main, synthetic_pairs
 from minitrans.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, load_for_inference, save_atomic
-from minitrans.evaluate import evaluate_checkpoint
+from minitrans.evaluation.evaluate import evaluate_checkpoint
 from minitrans.metrics import score
 
 
