@@ -15,7 +15,7 @@ import logging
 import warnings
 from pathlib import Path
 
-from minitrans.errors import CheckpointError, UsageError
+from minitrans.errors import CheckpointError, MinitransError, UsageError
 
 log = logging.getLogger("minitrans")
 
@@ -205,8 +205,6 @@ def _check_a_checkpoint_was_written(trainer) -> None:
     written = [c for c in trainer.checkpoint_callbacks
                if getattr(c, "last_model_path", "") or getattr(c, "best_model_path", "")]
     if not written:
-        from minitrans.errors import MinitransError
-
         raise MinitransError(f"training stopped after {trainer.global_step} steps without writing a checkpoint: no "
                              "model was made. Give it a longer budget (trainer.max_time, trainer.max_steps) or "
                              "validate sooner (trainer.val_check_interval).")

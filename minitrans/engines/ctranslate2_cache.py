@@ -144,13 +144,9 @@ def in_use(checkpoint: str | os.PathLike) -> Iterator[Path]:
 
 def entries() -> list[tuple[Path, int]]:
     """The cached conversions with their sizes in bytes, most recently used first."""
-    from minitrans.engines.usercache import folder_size
+    from minitrans.engines.usercache import entries_in, folder_size
 
-    folder = cache_root() / KIND
-    if not folder.is_dir():
-        return []
-    found = [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
-    return [(p, folder_size(p)) for p in sorted(found, key=lambda p: -p.stat().st_mtime)]
+    return [(p, folder_size(p)) for p in entries_in(cache_root() / KIND)]
 
 
 def clear() -> list[Path]:

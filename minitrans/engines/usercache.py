@@ -184,6 +184,15 @@ def _last_used(entry: Path) -> float:
         return 0.0
 
 
+def entries_in(folder: Path) -> list[Path]:
+    """The finished entries of a kind's folder (real folders; no temporaries, links or lock
+    files), most recently used first."""
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
+    return sorted(found, key=_last_used, reverse=True)
+
+
 def touch(entry: Path) -> None:
     """Mark ``entry`` as just used (its modification time orders eviction)."""
     try:
@@ -197,11 +206,11 @@ def evict(folder: Path, limit: int, keep: Path, try_lock) -> list[Path]:
     entries take at most ``limit`` bytes; never ``keep``, never an entry whose lock
     ``try_lock(entry)`` cannot take (another process converting or loading it). Returns what
     was removed."""
-    entries = [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
+    entries = entries_in(folder)
     sizes = {p: folder_size(p) for p in entries}
     total = sum(sizes.values())
     removed = []
-    for entry in sorted(entries, key=_last_used):
+    for entry in reversed(entries):  # least recently used first
         if total <= limit:
             break
         if entry == keep:
