@@ -69,10 +69,10 @@ def main() -> None:
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from minitrans import Translator
-    from minitrans.argos_export import export as export_argos
+    from minitrans.export.argos import export as export_argos
     from minitrans.checkpoint import load_for_inference
     from minitrans.evaluation.evaluate import load_eval_data
-    from minitrans.hf_export import export as export_hf
+    from minitrans.export.hf import export as export_hf
     from minitrans.metrics import score
     from minitrans.text.vocab import BOS_ID, EOS_ID
 

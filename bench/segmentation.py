@@ -86,16 +86,16 @@ def segmenter(name: str, lang: str):
             return [text[s[0].offset:s[-1].offset + len(s[-1].value)]
                     for para in syn.analyze(text) for s in para if s]
         return run
-    if name == "argos-onnx":  # the rules minitrans's Argos packages carry (minitrans/sentence_onnx.py), run by MiniSBD
+    if name == "argos-onnx":  # the rules minitrans's Argos packages carry (minitrans/export/sentence_onnx.py), run by MiniSBD
         import tempfile
 
         from minisbd import SBDetect
 
-        from minitrans import sentence_onnx
+        from minitrans.export import sentence_onnx
 
         detector = SBDetect(str(sentence_onnx.write(Path(tempfile.mkdtemp()) / f"{lang}.onnx", lang)), use_gpu=False)
         return detector.sentences
-    if name == "intl":  # the page of `export --format web`: Intl.Segmenter through minitrans/web/segment.js, under Node
+    if name == "intl":  # the page of `export --format web`: Intl.Segmenter through minitrans/export/page/segment.js, under Node
         return _node_segmenter(lang)
     if name == "regex":  # the baseline a library must beat: end punctuation, space, capital
         pattern = re.compile(r"(?<=[.!?…])[\"'»”)]*\s+(?=[\"'«“(]*[A-ZÀ-Ý0-9])")
@@ -118,10 +118,10 @@ def _node_segmenter(lang: str):
     import json
     import subprocess
 
-    from minitrans.sentence_onnx import ABBREVIATIONS
+    from minitrans.export.sentence_onnx import ABBREVIATIONS
 
     abbreviations = list(ABBREVIATIONS.get(lang, ()))
-    module = (Path(__file__).resolve().parent.parent / "minitrans" / "web" / "segment.js").as_uri()
+    module = (Path(__file__).resolve().parent.parent / "minitrans" / "export" / "page" / "segment.js").as_uri()
     proc = subprocess.Popen(["node", "--input-type=module", "-e", _NODE_SPLIT % module], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, encoding="utf-8")
 

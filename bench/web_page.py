@@ -131,7 +131,7 @@ def main() -> None:
     import sacrebleu
 
     from minitrans.evaluation.evaluate import load_eval_data
-    from minitrans.web_export import export
+    from minitrans.export.web import export
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True)

@@ -1,4 +1,4 @@
-"""The web page's tokenizer, chosen by measurement (issue #46): minitrans/web/tokenizer.js (a port of
+"""The web page's tokenizer, chosen by measurement (issue #46): minitrans/export/page/tokenizer.js (a port of
 SentencePiece's unigram encoder for minitrans's one configuration) against a SentencePiece WASM
 build (@mlc-ai/web-tokenizers), both against Python's SentencePiece on every line of the shared
 corpora: identical pieces, identical decoding, speed and size.
@@ -8,7 +8,7 @@ corpora: identical pieces, identical decoding, speed and size.
 
 Lines: both sides of Tatoeba and of Multi30k train, the extra English captions, FLORES-200 dev and
 newstest2013, each cleaned as every minitrans path cleans (cleaning.py; the page cleans the same way,
-checked in tests/test_web_export.py). Speed: lines encoded per second on one thread, in one process.
+checked in tests/export/test_web.py). Speed: lines encoded per second on one thread, in one process.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def corpus_lines(data_dir: Path) -> list[str]:
 
 def main() -> None:
     from minitrans.checkpoint import load_for_inference
-    from minitrans.web_export import tokenizer_spec
+    from minitrans.export.web import tokenizer_spec
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True)
@@ -92,7 +92,7 @@ def main() -> None:
                 mlc = tmp / "mlc" / "package"
             mlc = (mlc / "lib" / "index.js").as_uri()
         script = tmp / "run.mjs"
-        script.write_text(NODE % (ROOT / "minitrans" / "web" / "tokenizer.js").as_uri(), encoding="utf-8")
+        script.write_text(NODE % (ROOT / "minitrans" / "export" / "page" / "tokenizer.js").as_uri(), encoding="utf-8")
         started = time.perf_counter()
         want = [tokenizer.sp.encode(line) for line in lines]
         python_s = time.perf_counter() - started
@@ -110,7 +110,7 @@ def main() -> None:
                         "identical_decoding": f"{sum(a == b for a, b in zip(got[name + '_decoded'], want_text))}/{len(lines)}",
                         "lines_per_s": round(got[name + "_lines_per_s"]),
                         "examples": [lines[i] for i in differ[:3]]}
-    report["ours"]["bytes"] = (ROOT / "minitrans" / "web" / "tokenizer.js").stat().st_size
+    report["ours"]["bytes"] = (ROOT / "minitrans" / "export" / "page" / "tokenizer.js").stat().st_size
     report["tokenizer.json bytes"] = len(json.dumps(tokenizer_spec(tokenizer), ensure_ascii=False).encode())
     print(json.dumps(report, indent=1, ensure_ascii=False))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import warnings
 
@@ -34,6 +35,9 @@ MOVED: dict[str, str] = {
     **{name: f"engines.{name}" for name in ("native_engine", "ctranslate2_engine", "ctranslate2_export",
                                            "ctranslate2_cache", "auto_engine", "usercache")},
     "evaluate": "evaluation.evaluate", "plotting": "evaluation.plotting",
+    "argos_export": "export.argos", "hf_export": "export.hf", "web_export": "export.web",
+    **{name: f"export.{name}" for name in ("sentence_onnx", "onnx_graphs", "web_runtime")},
+    "boundary": "errors",
 }
 
 
@@ -53,6 +57,13 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module = importlib.import_module(new)
         self._specs = {**getattr(self, "_specs", {}), new: module.__spec__}
         return module
+
+    def get_code(self, fullname):
+        """What ``python -m minitrans.OLD`` runs (runpy asks the loader for code): the new
+        module's code, run as ``__main__``."""
+        new = f"minitrans.{MOVED[fullname.removeprefix('minitrans.')]}"
+        warnings.warn(f"python -m {fullname} moved to python -m {new}", DeprecationWarning, stacklevel=2)
+        return importlib.util.find_spec(new).loader.get_code(new)
 
     def exec_module(self, module) -> None:
         """The module is the new one, already executed: nothing to run but to give it back its own

@@ -20,7 +20,7 @@ import sys
 from minitrans._version import __version__
 from minitrans.commands import (cmd_average, cmd_cache, cmd_calibrate, cmd_distill, cmd_download, cmd_evaluate,
                                 cmd_export, cmd_prepare, cmd_serve, cmd_shortlist, cmd_translate)
-from minitrans.boundary import error_boundary
+from minitrans.errors import error_boundary
 from minitrans.errors import UsageError
 from minitrans.formats import FORMATS, extension_list
 

@@ -494,7 +494,7 @@ def cmd_download(dataset: str, to: str) -> None:
 def cmd_cache(clear: bool) -> None:
     """List what minitrans keeps in its cache (CTranslate2 conversions, the page's runtime), or
     empty it with --clear."""
-    from minitrans import web_runtime
+    from minitrans.export import web_runtime
     from minitrans.engines import ctranslate2_cache
     from minitrans.engines.usercache import cache_root, discard, limit_bytes
 

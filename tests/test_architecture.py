@@ -57,7 +57,7 @@ def test_training_loads_no_inference_stack():
     loaded = _loaded("minitrans.training.module")
     inference = {"minitrans.translate", "minitrans.engines.registry", "minitrans.engines.auto_engine", "minitrans.engines.native_engine",
                  "minitrans.engines.ctranslate2_engine", "minitrans.engines.ctranslate2_export", "minitrans.engines.ctranslate2_cache",
-                 "minitrans.argos_export", "minitrans.hf_export", "minitrans.serve.app", "minitrans.evaluation.evaluate",
+                 "minitrans.export.argos", "minitrans.export.hf", "minitrans.serve.app", "minitrans.evaluation.evaluate",
                  "minitrans.evaluation.plotting", "minitrans.formats"}
     assert all(_exists(m) for m in inference), [m for m in inference if not _exists(m)]
     assert not loaded & inference, sorted(loaded & inference)
@@ -158,6 +158,9 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     "engines": {"_version", "errors", "text", "model", "decoding", "checkpoint", "precision", "progress"},
     # scoring and drawing: the Translator, the held-out data, the metrics
     "evaluation": {"errors", "text", "data", "decoding", "metrics", "translate"},
+    # other tools' formats: the checkpoint, its model and decoding settings, the engines' writer
+    # (argos: the corpus's licence line from data.sources), never training or serving
+    "export": {"_version", "errors", "text", "model", "decoding", "engines", "checkpoint", "data"},
 }
 
 
@@ -232,6 +235,16 @@ print("ok")
 
     monkeypatch.setattr("minitrans.attention.scaled_dot_product_attention", fake)  # through the old name ...
     assert new_name.scaled_dot_product_attention is fake and old_name is new_name  # ... the module that runs
+
+
+def test_an_old_module_path_still_runs_with_python_m():
+    """``python -m minitrans.web_runtime`` (documented before #60) runs the moved module as
+    ``__main__``, with a DeprecationWarning naming the new path."""
+    for name in ("minitrans.web_runtime", "minitrans.export.web_runtime"):
+        result = subprocess.run([sys.executable, "-W", "default", "-m", name, "--help"], capture_output=True,
+                                text=True, cwd=ROOT, timeout=120)
+        assert result.returncode == 0 and "usage: python -m minitrans.export.web_runtime" in result.stdout, result
+        assert ("moved to python -m minitrans.export.web_runtime" in result.stderr) == (name == "minitrans.web_runtime")
 
 
 def test_the_model_folder_reads_as_the_paper():

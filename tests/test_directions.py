@@ -185,7 +185,7 @@ def test_every_export_goes_out_in_the_checkpoints_direction(trained_fr_en, tmp_p
     folder = export_ctranslate2(trained_fr_en, tmp_path / "ct2")
     assert Translator.load(folder).languages == ("fr", "en")
     if __import__("importlib").util.find_spec("onnx"):
-        from minitrans.argos_export import export
+        from minitrans.export.argos import export
 
         with zipfile.ZipFile(export(trained_fr_en, tmp_path / "p.argosmodel")) as z:
             root = z.namelist()[0].split("/")[0]
@@ -193,7 +193,7 @@ def test_every_export_goes_out_in_the_checkpoints_direction(trained_fr_en, tmp_p
             assert root.startswith("translate-fr_en-") and f"{root}/minisbd/fr.onnx" in z.namelist()
         assert (meta["from_code"], meta["to_code"]) == ("fr", "en")
     if __import__("importlib").util.find_spec("transformers"):
-        from minitrans.hf_export import export as export_hf
+        from minitrans.export.hf import export as export_hf
 
         config = json.loads((export_hf(trained_fr_en, tmp_path / "hf") / "tokenizer_config.json").read_text())
         assert (config["source_lang"], config["target_lang"]) == ("fr", "en")

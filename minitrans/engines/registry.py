@@ -11,11 +11,11 @@ module (or two: reader and writer) plus one line here:
 * ``native`` — a ``.ckpt`` (:mod:`minitrans.engines.native_engine`: minitrans's own Transformer and search);
 * ``ctranslate2`` — a folder written by ``minitrans export`` (:mod:`minitrans.engines.ctranslate2_engine`
   reads it with CTranslate2; :mod:`minitrans.engines.ctranslate2_export` writes it);
-* ``argos`` — an Argos Translate package, written only (:mod:`minitrans.argos_export`): Argos
+* ``argos`` — an Argos Translate package, written only (:mod:`minitrans.export.argos`): Argos
   Translate and LibreTranslate read it;
-* ``hf`` — a Hugging Face ``transformers`` folder, written only (:mod:`minitrans.hf_export`):
+* ``hf`` — a Hugging Face ``transformers`` folder, written only (:mod:`minitrans.export.hf`):
   ``transformers`` reads it;
-* ``web`` — a static page that translates in the browser, written only (:mod:`minitrans.web_export`):
+* ``web`` — a static page that translates in the browser, written only (:mod:`minitrans.export.web`):
   onnxruntime-web runs it.
 
 A reader module provides ``recognises(path) -> bool``, ``load(path, device, **options) ->
@@ -107,9 +107,9 @@ class Format:
 REGISTRY: dict[str, Format] = {
     "native": Format(reader="minitrans.engines.native_engine"),
     "ctranslate2": Format(reader="minitrans.engines.ctranslate2_engine", writer="minitrans.engines.ctranslate2_export"),
-    "argos": Format(reader=None, writer="minitrans.argos_export"),
-    "hf": Format(reader=None, writer="minitrans.hf_export"),
-    "web": Format(reader=None, writer="minitrans.web_export"),
+    "argos": Format(reader=None, writer="minitrans.export.argos"),
+    "hf": Format(reader=None, writer="minitrans.export.hf"),
+    "web": Format(reader=None, writer="minitrans.export.web"),
 }
 ENGINES = tuple(name for name, fmt in REGISTRY.items() if fmt.reader)
 EXPORT_FORMATS = tuple(name for name, fmt in REGISTRY.items() if fmt.writer)

@@ -2,7 +2,7 @@
 
 minitrans keeps two kinds of copies there: a checkpoint's CTranslate2 conversion
 (:mod:`minitrans.engines.ctranslate2_cache`, float32 weights of the user's model) and the page's
-onnxruntime-web files (:mod:`minitrans.web_runtime`). The folder is ``$MINITRANS_CACHE``, else
+onnxruntime-web files (:mod:`minitrans.export.web_runtime`). The folder is ``$MINITRANS_CACHE``, else
 ``$XDG_CACHE_HOME/minitrans``, else ``~/.cache/minitrans``.
 
 What is loaded from it is trusted as the user's own, so the rules are ssh's for ``~/.ssh``:

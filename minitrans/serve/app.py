@@ -171,7 +171,7 @@ def create_app(translators, settings: ServerSettings | None = None):
                   docs_url=None, redoc_url=None,  # their pages load assets from a CDN
                   description=f"{served} translation with a Transformer built from its parts.")
     app.add_exception_handler(RequestValidationError, _invalid_request)
-    static = resources.files("minitrans") / "static"
+    static = resources.files("minitrans.serve") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
     _add_page_and_model_routes(app, service, static)
     libretranslate.add_routes(app, service.directions, settings, service.decode)

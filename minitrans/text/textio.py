@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import glob
 import hashlib
 import os
@@ -30,11 +29,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-from minitrans.errors import DataError, MinitransError, UsageError
+from minitrans.errors import DISK_FULL, DataError, MinitransError, UsageError, WriteError, disk_full, write_failed
 
 BOM = "\ufeff"
-#: The errors of a full disk or of a file-size limit (``ulimit -f``).
-DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def decode_line(raw: bytes, where: str, number: int) -> str:
@@ -90,10 +87,6 @@ def read_lines(path: str | os.PathLike, what: str = "File") -> list[str]:
         raise DataError(f"{what} not found: {path}. Check the path.")
     with open(path, "rb") as f:
         return list(iter_lines(f, str(path)))
-
-
-class WriteError(MinitransError):
-    """Writing an output failed (disk full, size limit, permission); nothing was half-written."""
 
 
 def is_readable_file(path: str | os.PathLike) -> bool:
@@ -232,26 +225,6 @@ def remove_stale_temporaries(path: str | os.PathLike) -> list[Path]:
         except PermissionError:  # another user's live process
             pass
     return removed
-
-
-def disk_full(err: BaseException | None) -> OSError | None:
-    """The full-disk (or file-size limit) error behind ``err``, if any: libraries wrap it in
-    their own (``datasets``' DatasetGenerationError), so its causes are followed."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        if isinstance(err, OSError) and err.errno in DISK_FULL:
-            return err
-        err = err.__cause__ or err.__context__
-    return None
-
-
-def write_failed(path: str | os.PathLike, err: BaseException) -> WriteError:
-    """The one-line error for a failed write of ``path`` (the old file, if any, is kept)."""
-    cause = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
-    if isinstance(err, OSError) and err.errno in DISK_FULL:
-        cause += ": free disk space (or raise the file-size limit, `ulimit -f`)"
-    return WriteError(f"cannot write {path}: {cause}. Nothing was half-written; an existing file is kept as it was.")
 
 
 def _is_write_failure(err: BaseException, tmp: Path) -> bool:

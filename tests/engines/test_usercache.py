@@ -16,7 +16,8 @@ import threading
 
 import pytest
 
-from minitrans import Translator, web_runtime
+from minitrans import Translator
+from minitrans.export import web_runtime
 from minitrans.engines import ctranslate2_cache
 from minitrans.engines import usercache
 from minitrans.errors import UsageError
@@ -150,7 +151,7 @@ def test_filling_the_runtime_cache_through_a_link_keeps_the_users_folder(root, r
     link = web_runtime.cached_folder()
     link.parent.mkdir(parents=True)
     link.symlink_to(dist, target_is_directory=True)
-    result = subprocess.run([sys.executable, "-m", "minitrans.web_runtime", runtime_tarball], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "minitrans.export.web_runtime", runtime_tarball], capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in dist.iterdir()) == before  # the user's folder as it was
@@ -169,7 +170,7 @@ def test_the_runtime_cache_never_replaces_a_folder_with_other_files(root, runtim
 
 @pytest.mark.parametrize("argv", [["MISSING.tgz"], ["a", "b"]])
 def test_the_runtime_command_errs_in_one_line(root, tmp_path, argv):
-    result = subprocess.run([sys.executable, "-m", "minitrans.web_runtime", *argv], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "minitrans.export.web_runtime", *argv], capture_output=True, text=True,
                             timeout=120, cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 or result.stdout.startswith("usage:")

@@ -15,7 +15,7 @@ from conftest import run_main, synthetic_pairs, train_tiny  # noqa: E402
 from minitrans.checkpoint import load_checkpoint, load_for_inference, save_atomic  # noqa: E402
 from minitrans.model.config import ModelConfig  # noqa: E402
 from minitrans.errors import UsageError  # noqa: E402
-from minitrans.hf_export import export, permutation  # noqa: E402
+from minitrans.export.hf import export, permutation  # noqa: E402
 from minitrans.model.layers import sinusoidal_table  # noqa: E402
 from minitrans.model.transformer import Transformer  # noqa: E402
 from minitrans.translate import Translator  # noqa: E402

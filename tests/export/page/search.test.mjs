@@ -1,9 +1,9 @@
-// search.js and segment.js on their own (no model): the rules that tests/test_web_export.py
+// search.js and segment.js on their own (no model): the rules that tests/export/test_web.py
 // then checks end to end against the native engine.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { topK, lengthLimit, greedy, beam, EOS } from "../../minitrans/web/search.js";
-import { split } from "../../minitrans/web/segment.js";
+import { topK, lengthLimit, greedy, beam, EOS } from "../../../minitrans/export/page/search.js";
+import { split } from "../../../minitrans/export/page/segment.js";
 
 test("topK: the k largest, best first, ties by lower index", () => {
   assert.deepEqual(topK([1, 5, 3, 5, -Infinity, 4], 3), [1, 3, 5]);

@@ -3,7 +3,7 @@
 Argos Translate 1.10+ splits text into sentences with MiniSBD, a character tagger in ONNX that
 it downloads on first use (``en.onnx``), unless the package carries one in ``minisbd/``.
 Offline, that download is an immediate error; so an Argos package written by minitrans
-(:mod:`minitrans.argos_export`) carries this file instead. It is not a trained model: it is an
+(:mod:`minitrans.export.argos`) carries this file instead. It is not a trained model: it is an
 ONNX graph of fixed rules, which argos's MiniSBD code loads and runs as it would the real one.
 
 The graph reads each character's id (``units``, (B, T)) and tags it 0 (inside a token), 1

@@ -1,9 +1,9 @@
 // tokenizer.js against Python's SentencePiece and minitrans/text/cleaning.py, on cases written by
-// tests/test_web_export.py (WEB_CASES: a JSON file with the lines and Python's answers).
+// tests/export/test_web.py (WEB_CASES: a JSON file with the lines and Python's answers).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { Tokenizer, cleanText, hasWords } from "../../minitrans/web/tokenizer.js";
+import { Tokenizer, cleanText, hasWords } from "../../../minitrans/export/page/tokenizer.js";
 
 const cases = JSON.parse(readFileSync(process.env.WEB_CASES, "utf8"));
 const tokenizer = new Tokenizer(JSON.parse(readFileSync(cases.tokenizer, "utf8")));

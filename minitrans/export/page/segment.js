@@ -5,7 +5,7 @@
 // * a piece with no letter or digit (a closing quote cut off), or the closing quotes and brackets
 //   a piece starts with, join the sentence before it;
 // * a piece that ends in an abbreviation of the language ("Mr.", "Mme.": the list of
-//   minitrans/sentence_onnx.py, given by the manifest) or an initial ("J.") joins the next one:
+//   minitrans/export/sentence_onnx.py, given by the manifest) or an initial ("J.") joins the next one:
 //   ICU's sentence rules have no abbreviation list (its "ss" suppressions are not reachable
 //   through Intl.Segmenter);
 // * sentences have no surrounding whitespace; gaps keep spaces, tabs and line breaks as they were.

@@ -3,7 +3,7 @@
 // (a dummy ▁ prefix, runs of spaces collapsed, leading and trailing spaces dropped). It reads
 // tokenizer.json, written by `minitrans export --format web` from the model's own SentencePiece
 // model (pieces, scores, types), and gives the pieces and the text that Python's SentencePiece
-// gives: tests/test_web_export.py holds it to that on 10,000+ lines under `node --test`.
+// gives: tests/export/test_web.py holds it to that on 10,000+ lines under `node --test`.
 //
 // Also here: cleanText, the same cleaning minitrans/text/cleaning.py applies before tokenising
 // (format characters out, NFC, whitespace runs to one space), and hasWords.

@@ -1,5 +1,5 @@
 // The translator of the exported page: onnxruntime-web runs the two graphs (encoder.onnx,
-// decoder.onnx: minitrans/onnx_graphs.py), tokenizer.js tokenises, search.js searches,
+// decoder.onnx: minitrans/export/onnx_graphs.py), tokenizer.js tokenises, search.js searches,
 // segment.js splits paragraphs into sentences and puts them back. The same module runs in the
 // page and under Node (tests, bench): it is given the `ort` module and a way to read files.
 

@@ -16,7 +16,7 @@ argostranslate = pytest.importorskip("argostranslate")
 
 from conftest import run_main  # noqa: E402
 from minitrans.text import segment  # noqa: E402
-from minitrans.argos_export import export  # noqa: E402
+from minitrans.export.argos import export  # noqa: E402
 from minitrans.errors import UsageError  # noqa: E402
 from minitrans.translate import Translator  # noqa: E402
 
@@ -41,7 +41,7 @@ def package(trained_checkpoint, tmp_path_factory):
 def run_argos(package, texts, tmp_path, **settings) -> list[str]:
     """argostranslate in a fresh process whose settings and packages live in ``tmp_path``, with the
     network off (any connection attempt raises): the runner of ``bench/exports.py``."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from exports import run_argos as run
 
     return run(package, texts, "en", "fr", tmp_path, ARGOS_DEVICE_TYPE="cpu", **settings)
@@ -87,7 +87,7 @@ def test_argos_defaults_int8_and_beam_4_stay_close(package, trained_checkpoint, 
 def test_the_packaged_splitter_runs_in_minisbd_and_agrees_with_minitrans(tmp_path, lang):
     from minisbd import SBDetect
 
-    from minitrans import sentence_onnx
+    from minitrans.export import sentence_onnx
 
     detector = SBDetect(str(sentence_onnx.write(tmp_path / f"{lang}.onnx", lang)), use_gpu=False)
     for text, n in TEXTS[lang]:
@@ -115,7 +115,7 @@ def test_cli_export_argos(trained_checkpoint, tmp_path, capsys):
 
 def test_the_readme_states_each_corpus_licence_from_its_source():
     """Licences live on their corpus source (minitrans/data/sources.py), not in the exporter."""
-    from minitrans.argos_export import readme
+    from minitrans.export.argos import readme
     from minitrans.data.sources import SOURCES
 
     meta = {"data": {"dataset": "mixture", "corpora": [{"dataset": "tatoeba"}, {"dataset": "multi30k"},

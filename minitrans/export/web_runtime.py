@@ -27,7 +27,7 @@ import tarfile
 import urllib.request
 from pathlib import Path
 
-from minitrans.boundary import error_boundary
+from minitrans.errors import error_boundary
 from minitrans.errors import UsageError
 from minitrans.text.textio import atomic_folder
 from minitrans.engines.usercache import UntrustedCache, cache_root, discard, make_private, trusted_folder
@@ -146,16 +146,16 @@ def fill_cache(runtime: str | os.PathLike) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m minitrans.web_runtime [TARBALL_OR_FOLDER]``: fill the cache from the
+    """``python -m minitrans.export.web_runtime [TARBALL_OR_FOLDER]``: fill the cache from the
     package's tarball (or its dist/ folder) and print the cache folder; without an argument,
     print where the cache folder is."""
     import sys
 
     argv = sys.argv[1:] if argv is None else argv
-    with error_boundary("python -m minitrans.web_runtime", "--debug" in argv):
+    with error_boundary("python -m minitrans.export.web_runtime", "--debug" in argv):
         args = [a for a in argv if a != "--debug"]
         if len(args) > 1 or (args and args[0] in ("-h", "--help")):
-            print(f"usage: python -m minitrans.web_runtime [TARBALL]  (TARBALL: `{HOW}`, or its dist/ folder)")
+            print(f"usage: python -m minitrans.export.web_runtime [TARBALL]  (TARBALL: `{HOW}`, or its dist/ folder)")
             raise SystemExit(0 if args and args[0] in ("-h", "--help") else 2)
         print(fill_cache(args[0]) if args else cached_folder())
 

@@ -12,7 +12,7 @@ zip archive holding ONE top-level folder, ``translate-<from>_<to>-<version>/``, 
                          (argos decodes up to 256 pieces, past the model's own limit)
 ``sentencepiece.model``  the joint SentencePiece model (argos encodes and decodes with it)
 ``minisbd/<from>.onnx``  the sentence splitter argos runs by default (MiniSBD), written by
-                         :mod:`minitrans.sentence_onnx`, so that splitting works offline
+                         :mod:`minitrans.export.sentence_onnx`, so that splitting works offline
 ``README.md``            training data, licences, scores and the decoding differences
 =======================  ==============================================================
 
@@ -32,7 +32,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from minitrans import sentence_onnx
+from minitrans.export import sentence_onnx
 from minitrans.text import languages
 from minitrans._version import __version__
 from minitrans.engines.ctranslate2_export import QUANTIZATIONS, export_ctranslate2

@@ -25,13 +25,13 @@ import pytest
 import sacrebleu
 
 from conftest import launch_chromium, needs_chromium, run_main, synthetic_pairs
-from minitrans import web_runtime
+from minitrans.export import web_runtime
 from minitrans.text.cleaning import clean, has_words, without_format_characters
 from minitrans.errors import UsageError
 from minitrans.translate import Translator
 from minitrans.text.vocab import BOS_ID, EOS_ID
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NODE = shutil.which("node")
 RUNTIME = os.environ.get("MINITRANS_WEB_RUNTIME")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed (apt-get install nodejs)")
@@ -50,7 +50,7 @@ def runtime_source() -> str:
 @pytest.fixture(scope="module")
 def exported(trained_checkpoint, tmp_path_factory):
     """The test model as two page folders, fp32 and int8, under one root (served together)."""
-    from minitrans.web_export import export
+    from minitrans.export.web import export
 
     source = runtime_source()
     root = tmp_path_factory.mktemp("web")
@@ -123,7 +123,7 @@ def test_graphs_give_the_native_greedy_output(exported, trained_checkpoint, prec
 
 def test_manifest_and_files(exported, trained_checkpoint):
     from minitrans.text.textio import file_sha256
-    from minitrans.web_export import FILES
+    from minitrans.export.web import FILES
 
     folder = exported / "fp32"
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -178,12 +178,12 @@ def test_javascript_tokenizer_equals_sentencepiece(exported, trained_checkpoint,
     assert sum(sp.is_byte(i) for seq in ids for i in seq) > 1000  # byte fallback is exercised
     assert any(unicodedata.normalize("NFC", s) != s for s in lines)
     (tmp_path / "cases.json").write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
-    run_node_tests("tests/web/tokenizer.test.mjs", WEB_CASES=str(tmp_path / "cases.json"))
+    run_node_tests("tests/export/page/tokenizer.test.mjs", WEB_CASES=str(tmp_path / "cases.json"))
 
 
 @needs_node
 def test_javascript_search_and_segmentation_rules():
-    run_node_tests("tests/web/search.test.mjs")
+    run_node_tests("tests/export/page/search.test.mjs")
 
 
 def run_node_tests(path: str, **env) -> None:
@@ -214,7 +214,7 @@ def test_node_translator_equals_native(exported, trained_checkpoint, beam):
 
 @needs_node
 def test_fr_en_checkpoint_gives_an_fr_en_page(trained_fr_en, tmp_path):
-    from minitrans.web_export import export
+    from minitrans.export.web import export
 
     folder = export(trained_fr_en, tmp_path / "fr-en", runtime=runtime_source())
     manifest = json.loads((folder / "manifest.json").read_text())

@@ -10,10 +10,10 @@ The folder, servable by any static server (``python -m http.server`` in it):
 ``tokenizer.js``, ``search.js``, tokenizer, greedy and beam search and the sentence splitter in
 ``segment.js``                  JavaScript (what minitrans does in Python, held to it by tests)
 ``translate.mjs``               the same translator under Node: ``node translate.mjs < in > out``
-``encoder.onnx``,               the model (:mod:`minitrans.onnx_graphs`), fp32 or int8
+``encoder.onnx``,               the model (:mod:`minitrans.export.onnx_graphs`), fp32 or int8
 ``decoder.onnx``
 ``tokenizer.json``              the SentencePiece model's pieces, scores and settings
-``ort.wasm.bundle.min.mjs``,    onnxruntime-web, pinned and checked (:mod:`minitrans.web_runtime`)
+``ort.wasm.bundle.min.mjs``,    onnxruntime-web, pinned and checked (:mod:`minitrans.export.web_runtime`)
 ``ort-wasm-simd-threaded.wasm``
 ``manifest.json``               model sha256, direction, dimensions, precision, decoding limits,
                                 every file's sha256, the runtime's version, the licences
@@ -36,21 +36,21 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
-from minitrans import web_runtime
+from minitrans.export import web_runtime
 from minitrans.text import languages
 from minitrans._version import __version__
 from minitrans.checkpoint import load_for_inference, published
 from minitrans.errors import UsageError
-from minitrans.onnx_graphs import QUANTIZATIONS, export_graphs
-from minitrans.sentence_onnx import ABBREVIATIONS
+from minitrans.export.onnx_graphs import QUANTIZATIONS, export_graphs
+from minitrans.export.sentence_onnx import ABBREVIATIONS
 from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B
 from minitrans.text.textio import atomic_folder, check_replaceable_folder, file_sha256
 
 __all__ = ["QUANTIZATIONS", "export"]
 
-#: The page's own files, shipped in the package (minitrans/web/), copied as they are.
+#: The page's own files, shipped in the package (minitrans/export/page/), copied as they are.
 PAGE_FILES = ("index.html", "page.js", "translator.js", "tokenizer.js", "search.js", "segment.js", "translate.mjs")
-#: The files the page shares with `minitrans serve`'s page (minitrans/static/).
+#: The files the page shares with `minitrans serve`'s page (minitrans/serve/static/).
 SHARED_FILES = ("style.css", "heatmap.js")
 FILES = (*PAGE_FILES, *SHARED_FILES, "encoder.onnx", "decoder.onnx", "tokenizer.json", *web_runtime.FILES,
          "manifest.json", "model.html", "NOTICE.md")
@@ -76,7 +76,7 @@ def tokenizer_spec(tokenizer) -> dict:
 def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantization: str = "float32",
            force: bool = False, runtime: str | os.PathLike | None = None) -> Path:
     """Write the page folder for ``checkpoint``; returns it. ``runtime``: where onnxruntime-web
-    comes from (:func:`minitrans.web_runtime.runtime_files`). Built beside ``output_dir`` and
+    comes from (:func:`minitrans.export.web_runtime.runtime_files`). Built beside ``output_dir`` and
     renamed into place when complete; an existing folder is replaced only with ``force`` and
     only when it is a web export of ours."""
     if quantization not in QUANTIZATIONS:
@@ -86,8 +86,8 @@ def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantiz
     ort_files = web_runtime.runtime_files(runtime)  # before the slow part: a missing runtime is one line now
     model, tokenizer, meta = load_for_inference(checkpoint)
     source, target = languages.of(meta)
-    page = resources.files("minitrans") / "web"
-    static = resources.files("minitrans") / "static"
+    page = resources.files("minitrans.export") / "page"
+    static = resources.files("minitrans.serve") / "static"
     with atomic_folder(output_dir, replace=True) as tmp:
         export_graphs(model, tmp, quantization)
         for name in PAGE_FILES:
@@ -126,7 +126,7 @@ def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantiz
 def model_card(meta: dict, source: str, target: str, checkpoint_name: str, quantization: str) -> str:
     """``model.html``: what the model is, what it was trained on, how well it did (HTML with its
     charset: a static server sends ``.md`` files with none, and browsers then misread UTF-8)."""
-    from minitrans.argos_export import corpus_line
+    from minitrans.export.argos import corpus_line
 
     data = meta.get("data") or {}
     corpora = [c.get("dataset") for c in data.get("corpora") or []] or [data.get("dataset")]
