@@ -31,7 +31,7 @@ the two engines count their budgets differently (see ``--max-tokens``). A system
 in ``-wN`` for N decoding workers (``native-fp32-w1``, ``ct2-float32-w2``; default: the engines'
 default, two on 2 threads), to compare one batch at a time with ``--threads`` intra-op threads
 against N batches at once. Every system runs with the allocator setting as ``minitrans
-translate`` applies it (:mod:`minitrans.runtime`: on, unless ``MINITRANS_MALLOC=default``); a
+translate`` applies it (:mod:`minitrans.cli.runtime`: on, unless ``MINITRANS_MALLOC=default``); a
 system ending in ``+untuned`` runs with ``MINITRANS_MALLOC=default``, one ending in ``+tuned``
 with ``MINITRANS_MALLOC=tuned`` (a ``--baseline`` checkout from before decoding used it).
 """
@@ -60,10 +60,10 @@ def source_language(checkpoint: str) -> str:
 
 
 def allocator_as_translate() -> None:
-    """The allocator setting as ``minitrans translate`` applies it (:mod:`minitrans.runtime`);
+    """The allocator setting as ``minitrans translate`` applies it (:mod:`minitrans.cli.runtime`);
     without it, page faults land in the vocabulary-sized operators."""
     try:
-        from minitrans.runtime import tune_allocator
+        from minitrans.cli.runtime import tune_allocator
     except ImportError:  # a --baseline checkout may predate it
         return
     try:

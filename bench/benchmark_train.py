@@ -18,7 +18,7 @@ and says what share of it each setting's step reaches: matrix FLOPs of a step co
 target tokens), attention's products included; for the "rows" settings the output projection
 counts the target's non-padding tokens only, as it sees no others.
 
-The allocator setting (see minitrans.runtime) is process-wide, so compare it across two runs,
+The allocator setting (see minitrans.cli.runtime) is process-wide, so compare it across two runs,
 alternated; the script prints the process's system CPU time (page faults) beside the rate.
 
 Each setting trains a fresh model on the same batches in one process; the first steps are
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--settings", default=",".join(SETTINGS),
                         help="comma-separated subset of: " + ", ".join(SETTINGS) + " ('fp32 rows@256': blocks of 256)")
     parser.add_argument("--allocator", choices=["default", "tuned"], default="default",
-                        help="glibc malloc as it is, or as MINITRANS_MALLOC=tuned sets it (minitrans.runtime)")
+                        help="glibc malloc as it is, or as MINITRANS_MALLOC=tuned sets it (minitrans.cli.runtime)")
     parser.add_argument("--peak", action="store_true", help="report each step's share of fp32 matrix peak")
     parser.add_argument("--interleave", action="store_true",
                         help="run every batch through each setting in turn (the fair comparison on noisy cores)")
@@ -73,7 +73,7 @@ def main() -> None:
                         help="also print torch.profiler's top operators for each setting")
     args = parser.parse_args()
     if args.allocator == "tuned":
-        from minitrans.runtime import tune_allocator
+        from minitrans.cli.runtime import tune_allocator
 
         print("allocator tuned:", tune_allocator(force=True))
     dm = TranslationDataModule("multi30k", vocab_size=args.vocab_size, max_tokens=args.max_tokens)

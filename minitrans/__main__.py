@@ -1,6 +1,6 @@
 """``python -m minitrans`` is the ``minitrans`` command."""
 
-from minitrans.cli import main
+from minitrans.cli.parser import main
 
 if __name__ == "__main__":
     main()

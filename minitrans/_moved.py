@@ -5,8 +5,8 @@
 module object** as the new one (``sys.modules["minitrans.attention"] is
 sys.modules["minitrans.model.attention"]``), so patching through either name patches the code
 that runs. Each old name says once, as a :class:`DeprecationWarning`, where the module is now.
-``minitrans.training`` and ``minitrans.engines`` were modules and are now folders: their public
-names resolve lazily through the folders' faces.
+``minitrans.training``, ``minitrans.engines`` and ``minitrans.cli`` were modules and are now
+folders: their public names resolve lazily through the folders' faces.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ MOVED: dict[str, str] = {
     "argos_export": "export.argos", "hf_export": "export.hf", "web_export": "export.web",
     **{name: f"export.{name}" for name in ("sentence_onnx", "onnx_graphs", "web_runtime")},
     "boundary": "errors",
+    "commands": "cli.commands", "train_cli": "cli.train", "progress": "cli.progress", "runtime": "cli.runtime",
 }
 
 

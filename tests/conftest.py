@@ -12,7 +12,7 @@ from minitrans import ModelConfig, Transformer
 
 def run_main(capsys, *args) -> tuple[int, str, str]:
     """Run ``minitrans ARGS`` in-process: (exit code, stdout, stderr)."""
-    from minitrans.cli import main
+    from minitrans.cli.parser import main
 
     try:
         main([str(a) for a in args])

@@ -155,12 +155,15 @@ FOLDER_IMPORTS: dict[str, set[str]] = {
     # from batches to a checkpoint (distill: a teacher translates, so it may use the Translator)
     "training": {"errors", "text", "model", "decoding", "data", "checkpoint", "metrics", "precision", "translate"},
     # what runs a model: the model and its decoding, the checkpoint, never data, training or serving
-    "engines": {"_version", "errors", "text", "model", "decoding", "checkpoint", "precision", "progress"},
+    "engines": {"_version", "errors", "text", "model", "decoding", "checkpoint", "precision"},
     # scoring and drawing: the Translator, the held-out data, the metrics
     "evaluation": {"errors", "text", "data", "decoding", "metrics", "translate"},
     # other tools' formats: the checkpoint, its model and decoding settings, the engines' writer
     # (argos: the corpus's licence line from data.sources), never training or serving
     "export": {"_version", "errors", "text", "model", "decoding", "engines", "checkpoint", "data"},
+    # the command line: the top of the house, over every stage (and imported by none)
+    "cli": {"_version", "errors", "text", "data", "model", "training", "decoding", "engines", "export", "evaluation",
+            "serve", "formats", "checkpoint", "metrics", "precision", "translate"},
 }
 
 
@@ -219,6 +222,9 @@ assert old is new and sys.modules["minitrans.attention"] is new and old.__spec__
 assert Transformer.__module__ == "minitrans.model.transformer" and layers.__name__ == "minitrans.model.layers"
 for old_name, new_name in MOVED.items():
     assert __import__(f"minitrans.{old_name}", fromlist=["x"]) is sys.modules[f"minitrans.{new_name}"], old_name
+import minitrans.cli as old_cli, minitrans.cli.parser as parser  # the parser was minitrans.cli
+assert old_cli.DECODING_COMMANDS is parser.DECODING_COMMANDS and callable(old_cli.main)
+assert not hasattr(old_cli, "no_such_name")
 print("ok")
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -377,7 +383,7 @@ def test_pin_outputs_of_a_toy_model(trained_checkpoint):
 
 
 def _flags() -> dict[str, list[str]]:
-    from minitrans.cli import build_parser
+    from minitrans.cli.parser import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")

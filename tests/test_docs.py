@@ -72,7 +72,7 @@ def test_the_docs_show_commands_at_all():
 
 @pytest.mark.parametrize("where, argv", COMMANDS, ids=[w for w, _ in COMMANDS])
 def test_every_documented_command_parses(where, argv, capsys, monkeypatch):
-    from minitrans import cli
+    from minitrans.cli import parser as cli
 
     monkeypatch.chdir(ROOT)  # configs/… paths are relative to the checkout, as the docs say
     if argv[0] in cli.LIGHTNING_COMMANDS:
@@ -86,7 +86,7 @@ def test_every_documented_command_parses(where, argv, capsys, monkeypatch):
         args = [a for j, a in enumerate(args) if not (j and args[j - 1] == "--config" and "mine" in a)]
         args = [a for j, a in enumerate(args) if not (a == "--config" and j + 1 >= len(args))]
         with pytest.raises(SystemExit) as exit_info:
-            from minitrans.train_cli import lightning_main
+            from minitrans.cli.train import lightning_main
 
             lightning_main([*args, "--print_config"], run=True)
         assert exit_info.value.code in (0, None), f"{where}: {' '.join(argv)}\n{capsys.readouterr().err[-2000:]}"
@@ -128,7 +128,7 @@ def test_every_test_file_and_module_the_docs_cite_exists():
 
 
 def _plain_parsers():
-    from minitrans import cli
+    from minitrans.cli import parser as cli
 
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from minitrans import cli
+from minitrans.cli import parser as cli
 from minitrans.data.batching import TokenBatchSampler
 from minitrans.text.cleaning import clean
 from minitrans.errors import DataError

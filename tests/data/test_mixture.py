@@ -10,7 +10,8 @@ import lightning as L
 import pytest
 
 from conftest import make_mixture
-from minitrans import ModelConfig, cli
+from minitrans import ModelConfig
+from minitrans.cli import parser as cli
 from minitrans.data.batching import TokenBatchSampler
 from minitrans.errors import DataError
 from minitrans.data.datamodule import TranslationDataModule

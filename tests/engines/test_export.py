@@ -58,7 +58,7 @@ def test_both_engines_report_progress_for_every_sentence(native, ct2, beam):
     with one or two workers; the translations are those of a call without it."""
     import io
 
-    from minitrans.progress import Progress
+    from minitrans.cli.progress import Progress
 
     for translator in (native, ct2):
         stream = io.StringIO()

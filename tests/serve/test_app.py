@@ -292,7 +292,7 @@ def test_a_request_that_waits_too_long_gets_504(translator):
 @pytest.mark.parametrize("flags, what", [(["--port", "0"], "--port"), (["--beam", "0"], "--beam"),
                                          (["--max-chars", "0"], "--max-chars")])
 def test_serve_flags_are_checked_before_loading(capsys, tmp_path, flags, what):
-    from minitrans import cli
+    from minitrans.cli import parser as cli
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["serve", "-m", str(tmp_path / "missing.ckpt"), *flags])

@@ -26,7 +26,7 @@ class distill:  # noqa: N801  (reads as the command it runs)
 
     @staticmethod
     def main(args: list[str]) -> None:
-        from minitrans.cli import main
+        from minitrans.cli.parser import main
 
         main(["distill", *args])
 

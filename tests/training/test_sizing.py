@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from minitrans.training import sizing
-from minitrans.train_cli import _dimensions_given, _size_model, lightning_main
+from minitrans.cli.train import _dimensions_given, _size_model, lightning_main
 from minitrans.training.sizing import CANDIDATES, LARGE_MIN_STEPS, MIN_STEPS, choose, expected_steps, probe
 
 BUDGET = 600.0  # 10 minutes

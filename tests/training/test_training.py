@@ -16,7 +16,7 @@ from conftest import ROOT, make_datamodule, one_line_error, run_cli, run_main, s
 from minitrans import ModelConfig
 from minitrans.checkpoint import CheckpointError, average_checkpoints, load_checkpoint, load_for_inference
 from minitrans.training.schedule import cosine, inverse_sqrt
-from minitrans.train_cli import lightning_main
+from minitrans.cli.train import lightning_main
 from minitrans.training.module import TranslationModule
 
 SMALL = dict(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.1, max_len=64)
@@ -424,7 +424,7 @@ def test_a_second_fresh_run_into_a_run_folder_is_refused(capsys, tmp_path, prepa
 def test_the_size_probes_choice_is_information_not_a_warning(tmp_path, prepared, caplog):
     import logging
 
-    from minitrans.train_cli import _size_model
+    from minitrans.cli.train import _size_model
 
     config = {"model_size": "xs", "trainer": {}, "data": {}}
     with caplog.at_level(logging.INFO, logger="minitrans"):

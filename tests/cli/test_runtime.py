@@ -1,12 +1,13 @@
 """The allocator setting: on for the commands that decode, opt-in for training, and a Python
-caller's process keeps its allocator (minitrans.runtime)."""
+caller's process keeps its allocator (minitrans.cli.runtime)."""
 
 import sys
 import types
 
 import pytest
 
-from minitrans import cli, runtime
+from minitrans.cli import parser as cli
+from minitrans.cli import runtime
 
 TUNED = [(runtime.M_MMAP_MAX, 0), (runtime.M_TRIM_THRESHOLD, 1 << 30), (runtime.M_TOP_PAD, 64 << 20)]
 

@@ -2,9 +2,9 @@
 
 The command lives in three rooms:
 
-* :mod:`minitrans.train_cli` — ``train`` (= ``fit``), ``validate``, ``test``: Lightning's CLI,
+* :mod:`minitrans.cli.train` — ``train`` (= ``fit``), ``validate``, ``test``: Lightning's CLI,
   configured from YAML plus dotted overrides (imported only when a training command runs);
-* :mod:`minitrans.commands` — the handlers of ``prepare``, ``translate``, ``evaluate``,
+* :mod:`minitrans.cli.commands` — the handlers of ``prepare``, ``translate``, ``evaluate``,
   ``calibrate``, ``shortlist``, ``average``, ``serve``, ``export``, ``distill``, ``download``;
 * this module — the flags of every plain command (each defined once, its choices read from the
   table that owns them), and :func:`main`, where every :class:`MinitransError` becomes one line
@@ -18,7 +18,7 @@ import logging
 import sys
 
 from minitrans._version import __version__
-from minitrans.commands import (cmd_average, cmd_cache, cmd_calibrate, cmd_distill, cmd_download, cmd_evaluate,
+from minitrans.cli.commands import (cmd_average, cmd_cache, cmd_calibrate, cmd_distill, cmd_download, cmd_evaluate,
                                 cmd_export, cmd_prepare, cmd_serve, cmd_shortlist, cmd_translate)
 from minitrans.errors import error_boundary
 from minitrans.errors import UsageError
@@ -26,7 +26,7 @@ from minitrans.formats import FORMATS, extension_list
 
 log = logging.getLogger("minitrans")
 LIGHTNING_COMMANDS = ("train", "fit", "validate", "test")
-#: The commands that decode: they run with minitrans.runtime's allocator setting unless
+#: The commands that decode: they run with minitrans.cli.runtime's allocator setting unless
 #: MINITRANS_MALLOC=default (training, only with MINITRANS_MALLOC=tuned).
 DECODING_COMMANDS = ("translate", "evaluate", "calibrate", "serve", "distill")
 PRECISION_HELP = ("number format of decoding. auto: on CTranslate2 int8 (it kept BLEU close to fp32 "
@@ -183,7 +183,7 @@ def resolve_model_args(args: argparse.Namespace) -> None:
 
 
 def call_handler(handler, args: argparse.Namespace):
-    """Run a command's handler (:mod:`minitrans.commands`) with the parsed values its parameters
+    """Run a command's handler (:mod:`minitrans.cli.commands`) with the parsed values its parameters
     name: each handler is a function of typed arguments, not of the namespace."""
     import inspect
 
@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> None:
         log.addHandler(handler)
         log.setLevel(logging.INFO)
     command = argv[0] if argv else None
-    from minitrans.runtime import tune_allocator
+    from minitrans.cli.runtime import tune_allocator
 
     tune_allocator(decoding=as_command and command in DECODING_COMMANDS)  # a Python caller keeps its allocator
     with error_boundary(f"minitrans {command or ''}".rstrip(), debug):
@@ -474,7 +474,7 @@ def main(argv: list[str] | None = None) -> None:
                 else:
                     print(TRAIN_HELP.format(command=command))
                 return
-            from minitrans.train_cli import lightning_main
+            from minitrans.cli.train import lightning_main
 
             lightning_main(["--help" if a == "--help-all" else a for a in argv])
             return

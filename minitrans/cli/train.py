@@ -6,7 +6,7 @@ configs/multi30k.yaml``) plus dotted overrides (``--trainer.max_epochs 3``).
 Unknown keys and bad values fail at once, naming the key; ``--resume CKPT`` continues an
 interrupted run exactly and refuses changed settings by name; ``model_size`` sizes the model to
 the machine (:mod:`minitrans.training.sizing`) before the model is built. Lightning is imported only
-when a training command runs: :mod:`minitrans.cli` imports this module lazily.
+when a training command runs: :mod:`minitrans.cli.parser` imports this module lazily.
 """
 
 from __future__ import annotations

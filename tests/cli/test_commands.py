@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import one_line_error, run_main, synthetic_pairs
-from minitrans import Translator, cli
+from minitrans import Translator
+from minitrans.cli import parser as cli
 from minitrans.errors import DataError, MinitransError
 
 
@@ -338,7 +339,7 @@ def test_contract_broken_pipe_exits_quietly(tmp_path, trained_checkpoint):
 
 @pytest.mark.hostile
 def test_contract_a_file_is_translated_in_chunks():
-    from minitrans import commands
+    from minitrans.cli import commands
 
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"chunks{os.getpid()}.txt"
     path.write_text("x\n" * (2 * commands.CHUNK_LINES + 5))
@@ -366,7 +367,7 @@ def test_contract_input_from_a_named_pipe_or_process_substitution(capsys, tmp_pa
 
 @pytest.mark.hostile
 def test_contract_translate_to_a_file_says_what_went_where(capsys, tmp_path, trained_checkpoint, monkeypatch):
-    from minitrans import commands
+    from minitrans.cli import commands
 
     monkeypatch.setattr(commands, "CHUNK_LINES", 4)  # a "long" input of three chunks
     source = tmp_path / "in.txt"
@@ -397,11 +398,11 @@ def test_contract_evaluate_takes_checkpoints_either_way(capsys, tmp_path, traine
 
 def test_every_handler_takes_its_commands_flags_by_name():
     """Each command's handler is a function of typed arguments named as its flags' destinations
-    (minitrans.cli.call_handler passes them): every flag is read, and nothing else is asked."""
+    (minitrans.cli.parser.call_handler passes them): every flag is read, and nothing else is asked."""
     import argparse
     import inspect
 
-    from minitrans.cli import build_parser
+    from minitrans.cli.parser import build_parser
 
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
@@ -428,7 +429,7 @@ def test_quickstart_reads_a_relative_data_folder_from_where_the_user_stands(tmp_
     import subprocess
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "quickstart.sh"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "quickstart.sh"
     env = {k: v for k, v in os.environ.items() if k != "MINITRANS_DATA"}
     env["QUICKSTART_DRY_RUN"] = "1"
     if given is not None:

@@ -2,9 +2,9 @@
 ``shortlist``, ``average``, ``serve``, ``export``, ``distill``, ``download``, ``cache``.
 
 Each is a function of its command's flags, as typed keyword arguments named as the parser's
-destinations (:func:`minitrans.cli.build_parser` defines them and their help;
-:func:`minitrans.cli.call_handler` passes them), and does the work through the library; a failure
-is a :class:`~minitrans.errors.MinitransError` that :func:`minitrans.cli.main` prints as one line.
+destinations (:func:`minitrans.cli.parser.build_parser` defines them and their help;
+:func:`minitrans.cli.parser.call_handler` passes them), and does the work through the library; a failure
+is a :class:`~minitrans.errors.MinitransError` that :func:`minitrans.cli.parser.main` prints as one line.
 The flags every decoding command shares travel together as a :class:`Decoding`, and those of a
 held-out set as a :class:`HeldOut`.
 Heavy modules (the engines, the server, the data pipeline) are imported inside the handler that
@@ -25,7 +25,7 @@ from pathlib import Path
 from minitrans.text import languages
 from minitrans.errors import UsageError
 from minitrans.formats import format_for
-from minitrans.progress import Progress
+from minitrans.cli.progress import Progress
 from minitrans.text.textio import (atomic_output, check_writable, check_writable_folder, decode_text, is_readable_file,
                               iter_lines, read_lines, same_file)
 
@@ -36,7 +36,7 @@ CHUNK_LINES = 1000
 
 @dataclass(frozen=True)
 class Decoding:
-    """The engine flags of every decoding command (:func:`minitrans.cli.add_decoding_flags`):
+    """The engine flags of every decoding command (:func:`minitrans.cli.parser.add_decoding_flags`):
     which engine, on which device, in which precision, with how many workers."""
 
     engine: str | None
@@ -73,7 +73,7 @@ class HeldOut:
 def cmd_prepare(config: list[str], overrides: list[str]) -> None:
     """Build (or reuse) the data cache of a training config and print corpus statistics."""
     configs = [arg for path in config for arg in ("--config", path)]  # merged as `train` merges them
-    from minitrans.train_cli import lightning_main
+    from minitrans.cli.train import lightning_main
 
     cli = lightning_main([*configs, *overrides], run=False)  # validates the whole config
     dm = cli.datamodule

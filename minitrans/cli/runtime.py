@@ -9,7 +9,7 @@ It made decoding faster in greedy search on the small model and no slower elsewh
 same outputs and about the same peak memory; in training it saved kernel time but not step
 time, for more peak memory (docs/speed.md, "The allocator (on for decoding, opt-in for
 training)"). So the ``minitrans`` command applies it for the commands that decode
-(``minitrans.cli.DECODING_COMMANDS``) unless ``MINITRANS_MALLOC=default``, and for training
+(``minitrans.cli.parser.DECODING_COMMANDS``) unless ``MINITRANS_MALLOC=default``, and for training
 only with ``MINITRANS_MALLOC=tuned``.
 
 A Python program that imports minitrans keeps its allocator: the setting is process-wide, and
