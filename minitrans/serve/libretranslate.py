@@ -76,7 +76,7 @@ def detect(text: str, languages: tuple[str, ...]) -> list[dict[str, Any]]:
 def request_body(sources: list[str], targets: list[str], char_limit: int, max_texts: int,
                  with_languages: bool = True) -> dict:
     """The OpenAPI ``requestBody`` of a route: what it accepts, stated so that clients and
-    schemathesis (``tests/test_api_fuzz.py``) know it. Unknown fields are accepted and ignored,
+    schemathesis (``tests/contracts/test_api_fuzz.py``) know it. Unknown fields are accepted and ignored,
     as LibreTranslate does."""
     text = {"type": "string", "minLength": 1, "maxLength": char_limit}
     q = {"anyOf": [text, {"type": "array", "maxItems": max_texts, "items": {"type": "string", "maxLength": char_limit}}],

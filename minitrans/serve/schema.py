@@ -1,7 +1,7 @@
 """The HTTP API's contract: what ``POST /v1/translate`` accepts and answers, as pydantic models.
 
 FastAPI validates requests against these models and publishes them in ``/openapi.json``, so
-the schema is the contract a client (or a fuzzer: ``tests/test_api_fuzz.py`` runs schemathesis
+the schema is the contract a client (or a fuzzer: ``tests/contracts/test_api_fuzz.py`` runs schemathesis
 against a live server) can rely on:
 
 * unknown keys are refused (``extra="forbid"``), and types are strict (``"alpha": true`` or

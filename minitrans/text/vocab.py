@@ -6,5 +6,3 @@ tokenizer.
 """
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-#: The pieces those ids spell, in id order (as exports write them).
-SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")

@@ -1,6 +1,7 @@
-"""``minitrans export --format web``: the graphs against the native engine (Python onnxruntime),
-the JavaScript tokenizer against SentencePiece (``node --test``), the page's translator under Node
-against the native engine, and the page itself in Chromium with every outside request blocked.
+"""``minitrans export --format web``: the graphs (``minitrans.export.onnx_graphs``) against the
+native engine (Python onnxruntime), the JavaScript tokenizer against SentencePiece (``node
+--test``), the page's translator under Node against the native engine, and the page itself in
+Chromium with every outside request blocked.
 
 onnxruntime-web comes from ``$MINITRANS_WEB_RUNTIME`` (the tarball of ``npm pack
 onnxruntime-web@VERSION``, which ``.ci/run`` makes): tests never touch the network.

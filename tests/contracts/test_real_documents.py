@@ -1,10 +1,10 @@
 """Real documents through the document translator (issue #42): the pages, READMEs and
-subtitles this machine has (``tests/real_documents.py``), with an identity and a visible
+subtitles this machine has (``tests/contracts/real_documents.py``), with an identity and a visible
 "translation": no traceback, markup kept, identity byte for byte (SRT: the same words), every
 text run translated or reported.
 
 CI checks a sample (``MINITRANS_REAL_DOCS``, default 200 documents of each format, plus the
-project's own); ``MINITRANS_REAL_DOCS=0 python -m pytest -s tests/test_real_documents.py`` checks
+project's own); ``MINITRANS_REAL_DOCS=0 python -m pytest -s tests/contracts/test_real_documents.py`` checks
 every document found and prints the counts quoted in docs/guarantees.md.
 """
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "judge_showcase.py"
 spec = importlib.util.spec_from_file_location("judge_showcase", SCRIPT)
 judge_showcase = importlib.util.module_from_spec(spec)

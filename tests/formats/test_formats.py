@@ -564,7 +564,7 @@ def test_generated_real_looking_markdown_keeps_its_skeleton_and_identity_is_exac
     assert out.startswith(head) and md_skeleton(out[len(head):]) == md_skeleton(body[len(head):])
 
 
-# -- Markdown as real READMEs write it (found by tests/test_real_documents.py) ---------------
+# -- Markdown as real READMEs write it (found by tests/contracts/test_real_documents.py) ---------------
 @pytestmark_hostile
 @pytest.mark.parametrize("doc", [
     "Run it <!-- GEN:chromium-version --> now, please.\n",           # an inline comment is markup

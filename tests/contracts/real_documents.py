@@ -28,7 +28,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEARCHED = [Path(sys.prefix), Path("/usr/share/doc"), Path.home() / ".rustup" / "toolchains", Path("/usr/lib/node_modules"),
             Path("/usr/lib/google-cloud-sdk")]
 EXTENSIONS = {"html": (".html", ".htm"), "markdown": (".md", ".markdown"), "srt": (".srt",)}
