@@ -169,14 +169,32 @@ def _probe(path: Path, flag: str) -> None:
 
 def check_writable_folder(path: str | os.PathLike, flag: str) -> Path:
     """Fail before any long work if folder ``path`` cannot be created or written: its nearest
-    existing ancestor must be a writable folder."""
+    existing ancestor must be a folder where a folder can be made (for a command's ``flag``,
+    a :class:`UsageError`; :func:`check_folder_writable` is the same test for
+    :func:`atomic_folder`'s outputs)."""
     folder = Path(path)
     existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
     if not existing.is_dir():
         raise UsageError(f"{flag} {path}: {existing} is a file, not a folder; choose another path.")
-    if not os.access(existing, os.W_OK):
-        raise UsageError(f"{flag} {path} is not writable; choose another folder.")
+    err = _probe_folder(existing / f".minitrans-probe.tmp{os.getpid()}")
+    if err is not None:
+        raise UsageError(f"{flag} {path} is not writable ({err.strerror or err}); choose another folder.")
     return folder
+
+
+def _probe_folder(folder: Path) -> OSError | None:
+    """Make and remove the empty ``folder``: what a write there would meet (read-only,
+    permission, a full disk, a name too long), or None. The one test of both folder checks:
+    asked of the file system, never of ``os.access``, which says yes to root whatever the
+    folder's mode and knows nothing of a full disk."""
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        return None
+    except OSError as err:
+        return err
+    folder.rmdir()
+    return None
 
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
@@ -337,13 +355,9 @@ def check_folder_writable(path: str | os.PathLike) -> None:
     path = Path(os.path.realpath(path))
     parent = next((p for p in path.parents if p.exists()), Path("/"))
     probe = temporary_path(path) if parent == path.parent else parent / f".minitrans-probe.tmp{os.getpid()}"
-    try:
-        probe.mkdir()
-    except FileExistsError:
-        return
-    except OSError as err:
-        raise write_failed(path, err) from None
-    probe.rmdir()
+    err = _probe_folder(probe)
+    if err is not None:
+        raise write_failed(path, err)
 
 
 def write_text_atomic(path: str | os.PathLike, lines: Iterable[str]) -> Path:

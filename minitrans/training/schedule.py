@@ -28,7 +28,7 @@ def budgeted(step: int, progress: float, peak_lr: float, warmup_steps: int, min_
 
     ``progress`` is the share of the budget spent, in [0, 1]: the wall time used of
     ``trainer.max_time`` or the steps of ``trainer.max_steps``, whichever is further on
-    (:class:`minitrans.training.budget.Budget` measures it). ``cooldown`` is the share of the budget the
+    (:func:`minitrans.training.budget.spent` measures it). ``cooldown`` is the share of the budget the
     decay takes: 1.0 decays from the start, as "Budgeted Training" (Li, Yumer & Ramanan, ICLR
     2020) recommends; 0.2 holds ``peak_lr`` until 80% of the budget, then decays
     (warm-up-stable-decay). A machine that makes few steps in its budget gets the whole curve,

@@ -408,3 +408,29 @@ def test_export_into_a_read_only_folder_is_one_line_before_the_model_loads(tmp_p
     os.chmod(ro, 0o555)
     code, _, err = run_main(capsys, "export", "-m", trained_checkpoint, "--format", "hf", "-o", ro / "hf")
     assert code == 1 and f"cannot write {ro / 'hf'}: Permission denied" in err and ".tmp" not in err
+
+
+def test_both_folder_checks_ask_the_file_system_not_os_access(tmp_path, monkeypatch):
+    """``os.access`` says yes to root whatever the mode, and knows nothing of a read-only mount's
+    or a full disk's refusal; making a folder does. Both checks (a command's ``-o`` folder, an
+    atomic folder's output) ask by making one."""
+    import errno
+
+    from minitrans.errors import UsageError, WriteError
+    from minitrans.text.textio import check_folder_writable, check_writable_folder
+
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(UsageError, match="a-file is a file, not a folder"):
+        check_writable_folder(tmp_path / "a-file" / "out", "-o/--output")
+    assert check_writable_folder(tmp_path / "new" / "out", "-o/--output") == tmp_path / "new" / "out"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # the probe is gone
+
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr("pathlib.Path.mkdir", read_only)
+    monkeypatch.setattr("os.access", lambda *a, **k: True)  # as root would be told
+    with pytest.raises(UsageError, match=r"^-o/--output .*out is not writable \(Read-only file system\)"):
+        check_writable_folder(tmp_path / "out", "-o/--output")
+    with pytest.raises(WriteError, match=r"cannot write .*export: Read-only file system"):
+        check_folder_writable(tmp_path / "export")
