@@ -4,8 +4,9 @@ browser, with no server and no network: the model runs in onnxruntime-web (WebAs
 The folder, servable by any static server (``python -m http.server`` in it):
 
 ==============================  ==============================================================
-``index.html``, ``page.js``,    the page (``style.css`` and ``heatmap.js`` are ``minitrans serve``'s
-``style.css``, ``heatmap.js``   page's): text in, translation out, paragraphs kept, the heatmap
+``index.html``, ``page.js``,    the page (``style.css``, ``heatmap.js`` and ``results.js`` are
+``style.css``, ``heatmap.js``,  ``minitrans serve``'s page's): text in, translation out,
+``results.js``                  paragraphs kept, the heatmap
 ``translator.js``,              the translator: onnxruntime-web runs the graphs; a SentencePiece
 ``tokenizer.js``, ``search.js``, tokenizer, greedy and beam search and the sentence splitter in
 ``segment.js``                  JavaScript (what minitrans does in Python, held to it by tests)
@@ -51,7 +52,7 @@ __all__ = ["QUANTIZATIONS", "export"]
 #: The page's own files, shipped in the package (minitrans/export/page/), copied as they are.
 PAGE_FILES = ("index.html", "page.js", "translator.js", "tokenizer.js", "search.js", "segment.js", "translate.mjs")
 #: The files the page shares with `minitrans serve`'s page (minitrans/serve/static/).
-SHARED_FILES = ("style.css", "heatmap.js")
+SHARED_FILES = ("style.css", "heatmap.js", "results.js")
 FILES = (*PAGE_FILES, *SHARED_FILES, "encoder.onnx", "decoder.onnx", "tokenizer.json", *web_runtime.FILES,
          "manifest.json", "model.html", "NOTICE.md")
 

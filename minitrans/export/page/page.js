@@ -4,8 +4,10 @@
 
 import { Translator } from "./translator.js";
 import { drawAttention } from "./heatmap.js";
+import { addOutputSections, renderResults } from "./results.js";
 
 const $ = (id) => document.getElementById(id);
+addOutputSections(document.querySelector("main"));
 const EXAMPLES = {
   en: "I don't speak French. Where is the station?\nTwo dogs are playing in the snow.",
   fr: "Je ne parle pas anglais. Où est la gare ?\nDeux chiens jouent dans la neige.",
@@ -94,7 +96,7 @@ async function translate() {
     }
     chosen = [0, 0];
     $("latency").textContent = `${Math.round(performance.now() - started)} ms`;
-    renderResults();
+    showResults();
     await renderAttention();
   } catch (e) {
     fail(`Translation failed: ${e.message || e}`);
@@ -103,37 +105,13 @@ async function translate() {
   }
 }
 
-function renderResults() {
-  const list = $("results");
-  list.replaceChildren();
-  results.forEach((r, i) => {
-    const li = document.createElement("li");
-    li.className = i === chosen[0] ? "chosen" : "";
-    const best = document.createElement("div");
-    best.className = "best";
-    r.sentences.forEach((s, j) => {
-      const span = document.createElement("span");
-      span.className = "sentence" + (i === chosen[0] && j === chosen[1] ? " chosen" : "");
-      span.textContent = s.text;
-      span.title = s.source;
-      span.addEventListener("click", (e) => { e.stopPropagation(); chosen = [i, j]; renderResults(); renderAttention(); });
-      best.append(span, " ");
-    });
-    const src = document.createElement("div");
-    src.className = "src";
-    src.textContent = r.source;
-    li.append(best, src);
-    if (r.sentences.some((s) => s.truncated)) {  // as the CLI warns and /v1 says `truncated`
-      const note = document.createElement("div");
-      note.className = "truncated";
-      note.setAttribute("role", "note");
-      note.textContent = "⚠ A sentence was too long for the model: only its start was translated. Split it into " +
-        "shorter sentences.";
-      li.append(note);
-    }
-    li.addEventListener("click", () => { chosen = [i, 0]; renderResults(); renderAttention(); });
-    list.append(li);
-  });
+function showResults() {
+  // In the shape both pages draw (results.js): the translator's `text` is a `translation`.
+  const shown = results.map((r) => ({
+    source: r.source, translation: r.text, truncated: r.sentences.some((s) => s.truncated),
+    sentences: r.sentences.map((s) => ({ source: s.source, translation: s.text })),
+  }));
+  renderResults($("results"), shown, chosen, (i, j) => { chosen = [i, j]; showResults(); renderAttention(); });
 }
 
 async function renderAttention() {

@@ -1,7 +1,9 @@
 // minitrans web page: plain JavaScript (a module), no build step, no external assets.
 import { drawAttention } from "./heatmap.js";
+import { addOutputSections, renderResults } from "./results.js";
 
 const $ = (id) => document.getElementById(id);
+addOutputSections(document.querySelector("main"));
 let results = [];      // the last response's translations, one per input line
 let chosen = [0, 0];   // [line, sentence] whose attention is shown
 let withAttention = true;  // false when the server runs an engine without attention weights
@@ -157,7 +159,7 @@ async function translate() {
     chosen = [Math.max(0, results.findIndex((r) => r.translation)), 0];
     $("latency").textContent = `${Math.round(performance.now() - started)} ms in the browser, ` +
       `${Math.round(serverMs)} ms on the server` + (requests > 1 ? ` (${requests} requests)` : "");
-    renderResults();
+    showResults();
     renderAttention();
   } catch (e) {
     $("error").textContent = e.message;
@@ -167,86 +169,8 @@ async function translate() {
   }
 }
 
-function renderResults() {
-  const list = $("results");
-  list.replaceChildren();
-  results.forEach((r, i) => {
-    const li = document.createElement("li");
-    li.className = i === chosen[0] ? "chosen" : "";
-    li.dataset.index = i;
-    const best = document.createElement("div");
-    best.className = "best";
-    const sentences = r.sentences || [];
-    if (sentences.length > 1) {
-      // A paragraph: one clickable span per sentence, for its attention view.
-      sentences.forEach((s, j) => {
-        const span = document.createElement("span");
-        span.className = "sentence" + (i === chosen[0] && j === chosen[1] ? " chosen" : "") +
-          (s.low_confidence ? " low" : "");
-        span.textContent = s.translation;
-        span.title = s.source + confidenceNote(s);
-        span.addEventListener("click", (e) => { e.stopPropagation(); chosen = [i, j]; renderResults(); renderAttention(); });
-        best.append(span, " ");
-      });
-    } else {
-      best.textContent = r.translation;
-      if (r.low_confidence) best.classList.add("low");
-      best.title = confidenceNote(r).trim();
-    }
-    const src = document.createElement("div");
-    src.className = "src";
-    src.textContent = r.source;
-    li.append(best, src);
-    if (r.truncated) li.append(truncatedNote());
-    if (r.nbest.length > 1) {
-      // The best is shown above: list the others, each with its score, named.
-      const alts = document.createElement("ol");
-      alts.className = "alts";
-      alts.start = 2;
-      alts.setAttribute("aria-label", "other translations");
-      r.nbest.slice(1).forEach((alt) => {
-        const a = document.createElement("li");
-        a.textContent = alt.translation;
-        a.append(" ", scoreLabel(alt.score));
-        alts.append(a);
-      });
-      const label = document.createElement("div");
-      label.className = "alts-label";
-      label.textContent = "other translations";
-      label.append(" ", scoreLabel(r.score, "best"));
-      li.append(label, alts);
-    }
-    li.addEventListener("click", () => { chosen = [i, 0]; renderResults(); renderAttention(); });
-    list.append(li);
-  });
-}
-
-// Said wherever a sentence was longer than the model reads: only its start was translated.
-function truncatedNote() {
-  const note = document.createElement("div");
-  note.className = "truncated";
-  note.setAttribute("role", "note");
-  note.textContent = "⚠ A sentence was too long for the model: only its start was translated. Split it into " +
-    "shorter sentences.";
-  return note;
-}
-
-// A search score, labelled: the length-normalised log-probability (higher is better; 0 is certain).
-function scoreLabel(score, which = "") {
-  const s = document.createElement("span");
-  s.className = "score";
-  if (score === null || score === undefined) return s;
-  s.textContent = `${which ? which + " " : ""}score ${score.toFixed(3)}`;
-  s.title = "the search's score: log-probability divided by a length penalty (higher is better, 0 is certain); " +
-    "comparable between the alternatives of one sentence, not between sentences";
-  return s;
-}
-
-// The model's own confidence, as a tooltip; "low" only for a calibrated model (minitrans calibrate).
-function confidenceNote(r) {
-  if (r.confidence === null || r.confidence === undefined) return "";
-  const low = r.low_confidence ? "low confidence: check this sentence; " : "";
-  return `\n${low}model confidence ${r.confidence.toFixed(2)} (its own probability per word, not a quality guarantee)`;
+function showResults() {
+  renderResults($("results"), results, chosen, (i, j) => { chosen = [i, j]; showResults(); renderAttention(); });
 }
 
 function renderAttention() {
