@@ -118,6 +118,19 @@ def test_every_docs_path_cited_in_code_exists():
     assert not missing, missing
 
 
+def test_every_script_the_docs_run_exists_or_is_marked_retired():
+    """A page that runs ``bench/X.py`` or ``scripts/X`` names a file that is there, or marks it
+    ``†``: retired, kept at the commit the page's footnote names (issue #60)."""
+    pages = [*PAGES, ROOT / "bench" / "README.md"]
+    run = re.compile(r"(?<![\w/])((?:bench|scripts)/\w+\.(?:py|sh))(†?)")
+    stale = sorted({(page.name, ref) for page in pages for ref, mark in run.findall(page.read_text(encoding="utf-8"))
+                    if not mark and ref != "bench/NAME.py" and not (ROOT / ref).is_file()})
+    assert not stale, stale
+    footnoted = [page.name for page in pages if "†" in page.read_text(encoding="utf-8")]
+    assert all("git show cd9a309:bench/NAME.py" in (ROOT / "docs" / name).read_text(encoding="utf-8")
+               for name in footnoted if name.endswith(".md") and name != "README.md")
+
+
 def test_every_test_file_and_module_the_docs_cite_exists():
     """A test or module moved into a folder (issue #60) leaves no page naming its old path
     (experiments.md is a record of code tried and not kept: its paths are history)."""
