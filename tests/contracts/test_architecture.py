@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -432,6 +433,54 @@ def test_pin_outputs_of_a_toy_model(trained_checkpoint):
     beam = [t.nbest for t in translator.translate_detailed(SOURCES, beam_size=3, nbest=2)]
     assert json.dumps(greedy, ensure_ascii=False) == pins["greedy"]
     assert json.dumps([[text for text, _ in n] for n in beam], ensure_ascii=False) == pins["beam"]
+
+
+#: main before the folders (issue #60): the code that wrote the checkpoints users have.
+PRE_MOVE = "c2d824d"
+OLD_SIDE = """
+import json, sys
+from pathlib import Path
+import conftest as c
+import minitrans
+assert minitrans.__file__.startswith(sys.argv[1]), minitrans.__file__  # the pre-move code, not this one
+work = Path(sys.argv[2])
+dm = c.make_datamodule(c.write_multi30k(work / "corpora"), work / "cache")
+dm.prepare_data()
+dm.setup("fit")
+checkpoint = c.train_tiny(dm, work)  # Lightning's checkpoint, as a user's run wrote it
+from minitrans.translate import Translator
+t = Translator.from_checkpoint(checkpoint, precision="fp32")
+sources = json.loads(sys.argv[3])
+print(json.dumps({"checkpoint": str(checkpoint), "greedy": t.translate(sources, beam_size=1),
+                  "beam": [t.nbest for t in t.translate_detailed(sources, beam_size=3, nbest=2)]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_checkpoint_written_before_the_move_loads_and_translates_the_same(tmp_path):
+    """Issue #60: the pre-move code (taken from git history) trains a toy model, saves it as a
+    user's run does and translates with it; this code loads that file and gives the same
+    outputs, greedy and beam n-best, byte for byte."""
+    listed = subprocess.run(["git", "archive", "--format=tar", PRE_MOVE, "minitrans", "tests/conftest.py"], cwd=ROOT,
+                            capture_output=True)
+    if listed.returncode:
+        pytest.skip(f"git history without {PRE_MOVE} (a shallow clone or an archive): {listed.stderr[-200:]!r}")
+    old = tmp_path / "old"
+    old.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(old)], input=listed.stdout, check=True)
+    env = {**os.environ, "PYTHONPATH": f"{old}{os.pathsep}{old / 'tests'}"}
+    env.pop("MINITRANS_DATA", None)
+    ran = subprocess.run([sys.executable, "-c", OLD_SIDE, str(old / "minitrans"), str(tmp_path / "run"),
+                          json.dumps(SOURCES)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    before = json.loads(ran.stdout.strip().splitlines()[-1])
+
+    from minitrans.translate import Translator
+
+    translator = Translator.from_checkpoint(before["checkpoint"], precision="fp32")
+    assert translator.translate(SOURCES, beam_size=1) == before["greedy"]
+    now = [t.nbest for t in translator.translate_detailed(SOURCES, beam_size=3, nbest=2)]
+    assert json.loads(json.dumps(now)) == before["beam"]
 
 
 def _flags() -> dict[str, list[str]]:
