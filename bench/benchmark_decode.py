@@ -78,7 +78,7 @@ def child(args: argparse.Namespace) -> None:
     import torch
 
     from minitrans import Translator
-    from minitrans.evaluation.evaluate import load_eval_data
+    from minitrans.data.heldout import load_eval_data
 
     torch.set_num_threads(args.threads)
     sources, _ = load_eval_data("multi30k", args.split, None, None, source_lang=source_language(args.checkpoint))
@@ -131,7 +131,7 @@ def profile(args: argparse.Namespace) -> None:
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
     from minitrans import Translator
-    from minitrans.evaluation.evaluate import load_eval_data
+    from minitrans.data.heldout import load_eval_data
 
     torch.set_num_threads(args.threads)
     sources = load_eval_data("multi30k", args.split, None, None,
@@ -203,7 +203,7 @@ def main() -> None:
     if args.profile:
         return profile(args)
 
-    from minitrans.evaluation.evaluate import load_eval_data
+    from minitrans.data.heldout import load_eval_data
     from minitrans.metrics import score
     from minitrans.engines.ctranslate2_export import export_ctranslate2
 

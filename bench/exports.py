@@ -71,7 +71,7 @@ def main() -> None:
     from minitrans import Translator
     from minitrans.export.argos import export as export_argos
     from minitrans.checkpoint import load_for_inference
-    from minitrans.evaluation.evaluate import load_eval_data
+    from minitrans.data.heldout import load_eval_data
     from minitrans.export.hf import export as export_hf
     from minitrans.metrics import score
     from minitrans.text.vocab import BOS_ID, EOS_ID

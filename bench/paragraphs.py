@@ -34,7 +34,7 @@ def main() -> None:
     if languages.of(load_metadata(args.checkpoint)) != ("en", "fr"):
         raise SystemExit(f"{args.checkpoint} is not an English→French model; this benchmark reads English sources.")
     from minitrans import Translator
-    from minitrans.evaluation.evaluate import load_eval_data
+    from minitrans.data.heldout import load_eval_data
     from minitrans.metrics import score
 
     sources, refs = load_eval_data("multi30k", "test_2016_flickr", None, None)

@@ -32,7 +32,7 @@ def main() -> None:
 
     from minitrans import Translator
     from minitrans.engines.ctranslate2_export import export_ctranslate2
-    from minitrans.evaluation.evaluate import load_eval_data
+    from minitrans.data.heldout import load_eval_data
     from minitrans.metrics import score
 
     sources, refs = load_eval_data("multi30k", "test_2016_flickr", None, None)

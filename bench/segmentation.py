@@ -133,7 +133,7 @@ def _node_segmenter(lang: str):
 
 
 def load_sets(data_dir: str) -> dict[str, list[str]]:
-    from minitrans.evaluation.evaluate import load_eval_data
+    from minitrans.data.heldout import load_eval_data
 
     sets = {}
     for dataset, split in (("tatoeba", "test"), ("multi30k", "test_2016_flickr")):

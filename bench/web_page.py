@@ -130,7 +130,7 @@ def native(checkpoint: str, lines: list[str]) -> dict:
 def main() -> None:
     import sacrebleu
 
-    from minitrans.evaluation.evaluate import load_eval_data
+    from minitrans.data.heldout import load_eval_data
     from minitrans.export.web import export
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -269,7 +269,7 @@ def _held_out_sets(held_out: HeldOut, checkpoint: str) -> list[tuple[str, str, t
     ``--dataset`` (default: every corpus the checkpoint was trained on, with its split settings)."""
     from minitrans.data.corpus import data_dir_for
     from minitrans.engines.registry import load_metadata
-    from minitrans.evaluation.evaluate import eval_sets, load_eval_data
+    from minitrans.data.heldout import eval_sets, load_eval_data
 
     split = held_out.split
     if held_out.src is not None:
@@ -421,6 +421,18 @@ def cmd_average(checkpoint: list[str], output: str) -> None:
 
     average_checkpoints(checkpoint, output)
     print(f"averaged {len(checkpoint)} checkpoints into {output}")
+
+
+def cmd_adapt(checkpoint: str, data: list[str], output: str, minutes: float, valid: str | None, replay: float,
+              lr: float, seed: int, data_dir: str | None, force: bool, beam: int | None) -> None:
+    """Adapt a trained model to your own pairs (TMX, CSV/TSV, aligned files): a short run from its weights, then BLEU and chrF before and after."""
+    from minitrans.training.adapt import adapt
+
+    result = adapt(checkpoint, data, output, minutes=minutes, valid=valid, replay=replay, peak_lr=lr, seed=seed,
+                   data_dir=data_dir, force=force, beam_size=beam)
+    print(result["table"])
+    print(f"\nwrote {output} (its report: {Path(output).with_name(Path(output).stem + '.report.json')}) in "
+          f"{result['seconds'] / 60:.1f} minutes")
 
 
 def cmd_serve(checkpoint: list[str], host: str, port: int, beam: int, alpha: float, max_sentences: int, max_chars: int,

@@ -18,7 +18,7 @@ import logging
 import sys
 
 from minitrans._version import __version__
-from minitrans.cli.commands import (cmd_average, cmd_cache, cmd_calibrate, cmd_distill, cmd_download, cmd_evaluate,
+from minitrans.cli.commands import (cmd_adapt, cmd_average, cmd_cache, cmd_calibrate, cmd_distill, cmd_download, cmd_evaluate,
                                 cmd_export, cmd_prepare, cmd_serve, cmd_shortlist, cmd_translate)
 from minitrans.errors import error_boundary
 from minitrans.errors import UsageError
@@ -175,7 +175,7 @@ def resolve_model_args(args: argparse.Namespace) -> None:
             args.checkpoint = (args.checkpoint or []) + old
             note_deprecated("`average CKPT ...`", "`average -m CKPT ... -o OUT`")
     if getattr(args, "func", None) in (cmd_translate, cmd_evaluate, cmd_serve, cmd_export, cmd_average, cmd_calibrate,
-                                       cmd_shortlist) and not args.checkpoint \
+                                       cmd_shortlist, cmd_adapt) and not args.checkpoint \
             or getattr(args, "func", None) is cmd_distill and not args.teacher:
         raise UsageError(f"the following arguments are required: -m/--model (see `minitrans {args.command} --help`)")
     if args.command == "export" and not args.output_dir:
@@ -196,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
     from minitrans.serve.settings import ServerSettings
     from minitrans.decoding.shortlist import FREQUENT as SHORTLIST_FREQUENT, TOP_K as SHORTLIST_TOP_K
+    from minitrans.training.adapt import DEFAULT_PEAK_LR, DEFAULT_REPLAY, HELD_OUT_MAX
 
     parser = _Parser(prog="minitrans", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"minitrans {__version__}")
@@ -266,6 +267,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_flag(p, "extend", "checkpoints of one run (same model config and tokenizer)")
     p.add_argument("old_positional", nargs="*", metavar="CKPT", help=argparse.SUPPRESS)
     p.add_argument("--output", "-o", required=True, help="the averaged checkpoint to write (never one of the inputs)")
+
+    p = command("adapt", cmd_adapt)
+    add_model_flag(p, "store", "the .ckpt to start from (it is not changed)")
+    p.add_argument("--data", action="append", required=True, metavar="FILE",
+                   help="your pairs: a TMX, a CSV/TSV (with a header naming the languages or source/target, or "
+                        "English<TAB>French lines), or NAME.en with NAME.fr beside it; repeat it for several files")
+    p.add_argument("--output", "-o", required=True, metavar="OUT.ckpt",
+                   help="the adapted checkpoint to write (its run goes to OUT.run/, its report to OUT.report.json)")
+    p.add_argument("--minutes", type=float, default=10.0, help="the training budget in minutes (default %(default)s)")
+    p.add_argument("--valid", metavar="FILE", help="your held-out pairs for the report (default: a tenth of --data, "
+                                                   f"at most {HELD_OUT_MAX} pairs, never trained on)")
+    p.add_argument("--replay", type=float, default=DEFAULT_REPLAY,
+                   help="share of the training draws from the parent's own corpora, when they are on this machine: "
+                        "what keeps forgetting small (0: off; default %(default)s)")
+    p.add_argument("--lr", type=float, default=DEFAULT_PEAK_LR, help="the peak learning rate (default %(default)s)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the split and of the run (default %(default)s)")
+    p.add_argument("--beam", type=int, default=None, help="beam size of the report's translations (default: "
+                                                          f"{DEFAULT_BEAM}, as translate)")
+    p.add_argument("--force", action="store_true", help="replace OUT.ckpt and OUT.run/ from an earlier adaptation")
+    add_data_dir_flag(p, " (the parent's corpora: replay and the forgetting check)")
 
     p = command("serve", cmd_serve)
     add_model_flag(p, "append", MODEL_HELP + "; repeat it to serve one model per direction (e.g. en-fr and fr-en: "

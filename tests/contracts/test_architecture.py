@@ -274,6 +274,7 @@ TESTED_IN: dict[str, str] = {
     "cli/train": "training/test_module.py",  # Lightning's CLI is the training folder's wiring
     "data/cache": "data/test_datamodule.py",  # the cache is what the datamodule builds and reads
     "data/download": "data/test_corpus.py",  # a download is checked by the corpus it gives
+    "data/heldout": "data/test_mixture.py",  # a mixture's held-out sets, rebuilt from its settings
     "engines/ctranslate2_engine": "engines/test_ctranslate2_export.py",  # reader and writer: a round trip
     "engines/ctranslate2_cache": "engines/test_auto_engine.py",  # the conversion cache is auto's
     "engines/native_engine": "engines/test_auto_engine.py",  # both engines behind one switch
@@ -533,6 +534,8 @@ FLAGS: dict[str, list[str]] = {
         "--share", "--shortlist", "--split", "--src", "--workers", "-c", "-h", "-m", "-o"],
     "shortlist": ["--checkpoint", "--data-dir", "--frequent", "--help", "--model", "--output", "--top-k", "-c",
         "-h", "-m", "-o"],
+    "adapt": ["--beam", "--checkpoint", "--data", "--data-dir", "--force", "--help", "--lr", "--minutes", "--model",
+              "--output", "--replay", "--seed", "--valid", "-c", "-h", "-m", "-o"],
     "average": ["--checkpoint", "--help", "--model", "--output", "-c", "-h", "-m", "-o"],
     "serve": ["--alpha", "--api-keys", "--batch-wait-ms", "--beam", "--bf16", "--checkpoint", "--cors-origin",
         "--device", "--engine", "--help", "--host", "--int8", "--max-attention-values", "--max-chars",

@@ -15,7 +15,7 @@ from minitrans.cli import parser as cli
 from minitrans.data.batching import TokenBatchSampler
 from minitrans.errors import DataError
 from minitrans.data.datamodule import TranslationDataModule
-from minitrans.evaluation.evaluate import eval_sets
+from minitrans.data.heldout import eval_sets
 from minitrans.data.mixture import CorpusSpec, check_specs, epoch_rows, probabilities
 from minitrans.training.module import TranslationModule
 

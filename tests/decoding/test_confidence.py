@@ -77,7 +77,7 @@ def test_calibrate_writes_a_new_checkpoint_whose_flag_marks_the_share(capsys, tm
     assert record["share"] == 0.25 and record["sentences"] == 40 and -1 <= record["spearman_chrf"] <= 1
 
     from minitrans import Translator
-    from minitrans.evaluation.evaluate import load_eval_data
+    from minitrans.data.heldout import load_eval_data
 
     calibrated = Translator.load(out)  # decoded as it was calibrated: the default engine
     assert record["decoding"]["engine"] == calibrated.engine.name == "ctranslate2"
