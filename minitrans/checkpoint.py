@@ -220,8 +220,37 @@ def published(meta: dict, keys: tuple[str, ...]) -> dict:
                      if isinstance(e, dict) else {"checkpoint": Path(str(e)).name} for e in value]
         elif key == "data" and isinstance(value, dict):
             value = _published_data(value)
+        elif key == "adapted" and isinstance(value, dict):
+            value = _published_adaptation(value)
         out[key] = value
     return out
+
+
+def _published_adaptation(adapted: dict) -> dict:
+    """An adaptation's provenance as it may leave the machine: names, sha256s, counts, settings
+    and scores, without the report's example sentences (the user's own text)."""
+    report = {k: v for k, v in (adapted.get("report") or {}).items() if k not in ("examples", "table")}
+    return {**{k: v for k, v in adapted.items() if k != "report"}, **({"report": report} if report else {})}
+
+
+def adaptation_lines(meta: dict) -> list[str]:
+    """What a model card says of an adapted checkpoint (``minitrans adapt``): its parent, its data,
+    its budget, and BLEU before and after on each set of its report; [] for any other."""
+    adapted = meta.get("adapted")
+    if not isinstance(adapted, dict):
+        return []
+    parent = adapted.get("parent") or {}
+    files = ", ".join(d.get("file", "?") for d in adapted.get("data") or [] if not d.get("held_out")) or "?"
+    pairs = adapted.get("pairs") or {}
+    replay = (f", replaying {', '.join(adapted['replayed'])} at {adapted.get('replay', 0):.0%} of the draws"
+              if adapted.get("replayed") else ", without replay")
+    lines = [f"Adapted from {parent.get('checkpoint', '?')} (sha256 {str(parent.get('sha256', '?'))[:12]}…) on "
+             f"{files} ({pairs.get('train', '?')} training pairs, {pairs.get('held_out', '?')} held out) for "
+             f"{adapted.get('minutes', '?')} minutes{replay}."]
+    for row in (adapted.get("report") or {}).get("sets") or []:
+        lines.append(f"{row['set']} ({row['what']}, {row['sentences']} sentences): BLEU {row['bleu_before']:.2f} → "
+                     f"{row['bleu_after']:.2f}, chrF {row['chrf_before']:.2f} → {row['chrf_after']:.2f}")
+    return lines
 
 
 def _published_data(data: dict) -> dict:

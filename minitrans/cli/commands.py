@@ -424,12 +424,12 @@ def cmd_average(checkpoint: list[str], output: str) -> None:
 
 
 def cmd_adapt(checkpoint: str, data: list[str], output: str, minutes: float, valid: str | None, replay: float,
-              lr: float, seed: int, data_dir: str | None, force: bool, beam: int | None) -> None:
+              lr: float, anchor: float, seed: int, data_dir: str | None, force: bool, beam: int | None) -> None:
     """Adapt a trained model to your own pairs (TMX, CSV/TSV, aligned files): a short run from its weights, then BLEU and chrF before and after."""
     from minitrans.training.adapt import adapt
 
     result = adapt(checkpoint, data, output, minutes=minutes, valid=valid, replay=replay, peak_lr=lr, seed=seed,
-                   data_dir=data_dir, force=force, beam_size=beam)
+                   data_dir=data_dir, force=force, beam_size=beam, anchor=anchor)
     print(result["table"])
     print(f"\nwrote {output} (its report: {Path(output).with_name(Path(output).stem + '.report.json')}) in "
           f"{result['seconds'] / 60:.1f} minutes")

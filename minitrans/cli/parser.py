@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     from minitrans.decoding.settings import DEFAULT_ALPHA, DEFAULT_BEAM
     from minitrans.serve.settings import ServerSettings
     from minitrans.decoding.shortlist import FREQUENT as SHORTLIST_FREQUENT, TOP_K as SHORTLIST_TOP_K
-    from minitrans.training.adapt import DEFAULT_PEAK_LR, DEFAULT_REPLAY, HELD_OUT_MAX
+    from minitrans.training.adapt import (DEFAULT_ANCHOR, DEFAULT_PEAK_LR, DEFAULT_REPLAY, HELD_OUT_MAX,
+                                          REPORT_BEAM)
 
     parser = _Parser(prog="minitrans", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"minitrans {__version__}")
@@ -282,9 +283,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of the training draws from the parent's own corpora, when they are on this machine: "
                         "what keeps forgetting small (0: off; default %(default)s)")
     p.add_argument("--lr", type=float, default=DEFAULT_PEAK_LR, help="the peak learning rate (default %(default)s)")
+    p.add_argument("--anchor", type=float, default=DEFAULT_ANCHOR,
+                   help="pull toward the parent's weights, anchor · Σ(θ − θ_parent)² added to the loss: forgets less, "
+                        "learns less (0: off; default %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="seed of the split and of the run (default %(default)s)")
-    p.add_argument("--beam", type=int, default=None, help="beam size of the report's translations (default: "
-                                                          f"{DEFAULT_BEAM}, as translate)")
+    p.add_argument("--beam", type=int, default=REPORT_BEAM,
+                   help="beam size of the report's translations (default %(default)s: greedy, as validation; 5 as "
+                        "translate takes longer)")
     p.add_argument("--force", action="store_true", help="replace OUT.ckpt and OUT.run/ from an earlier adaptation")
     add_data_dir_flag(p, " (the parent's corpora: replay and the forgetting check)")
 

@@ -151,7 +151,7 @@ def export_ctranslate2(checkpoint: str | os.PathLike, output_dir: str | os.PathL
             "source_checkpoint": Path(checkpoint).name, "source_checkpoint_sha256": file_sha256(checkpoint),
             "quantization": quantization,
             "model_config": model.config.to_dict(), "tokenizer_fingerprint": meta["tokenizer_fingerprint"],
-            **published(meta, ("data", "decoding", "validation", "averaged_from", "confidence"))}
+            **published(meta, ("data", "decoding", "validation", "averaged_from", "confidence", "adapted"))}
     with atomic_folder(output_dir, replace=True) as tmp:  # check_replaceable said it may go
         spec.save(str(tmp))
         tokenizer.save(tmp / SPM_FILE)

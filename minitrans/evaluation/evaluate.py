@@ -40,6 +40,10 @@ def evaluate_checkpoint(checkpoint: str | os.PathLike, sources: list[str], refs:
               **score(hyps, refs), "decode_seconds": round(seconds, 2),
               "sentences_per_second": round(len(sources) / max(seconds, 1e-9), 1),
               "confidence": confidence_report(results, refs)}
+    adapted = (getattr(translator, "meta", None) or {}).get("adapted")
+    if adapted:  # minitrans adapt wrote it: from which model, on which data
+        report["adapted_from"] = {"parent": adapted.get("parent"), "data": adapted.get("data"),
+                                  "minutes": adapted.get("minutes")}
     sizing = (getattr(translator, "meta", None) or {}).get("sizing")
     if sizing:  # model_size: auto chose this model for the machine it trained on: say which and why
         report["model_size"] = {k: sizing[k] for k in ("chosen", "why") if k in sizing}

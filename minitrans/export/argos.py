@@ -37,6 +37,7 @@ from minitrans.text import languages
 from minitrans._version import __version__
 from minitrans.engines.ctranslate2_export import QUANTIZATIONS, export_ctranslate2
 from minitrans.engines.registry import load_metadata
+from minitrans.checkpoint import adaptation_lines
 from minitrans.errors import UsageError
 from minitrans.text.textio import atomic_output
 
@@ -118,6 +119,7 @@ def readme(meta: dict, source: str, target: str, checkpoint_name: str, quantizat
         "",
         *[f"- {corpus_line(c)}" for c in corpora if c],
         "",
+        *(["## Adapted", "", *[f"- {line}" for line in adaptation_lines(meta)], ""] if adaptation_lines(meta) else []),
         "## Scores",
         "",
         "Validation scores when the checkpoint was written (greedy, sacreBLEU):",

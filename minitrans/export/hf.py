@@ -198,7 +198,7 @@ def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantiz
             "length_limit": {"max_len_a": meta.get("decoding", {}).get("max_len_a", DEFAULT_MAX_LEN_A),
                              "max_len_b": meta.get("decoding", {}).get("max_len_b", DEFAULT_MAX_LEN_B),
                              "note": "minitrans caps outputs at a*source+b pieces; generate() has max_length only"},
-            **published(meta, ("data", "validation", "averaged_from"))})
+            **published(meta, ("data", "validation", "averaged_from", "adapted"))})
     return output_dir
 
 

@@ -118,7 +118,7 @@ def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantiz
                          "onnxruntime-web": web_runtime.LICENCE,
                          "the model": "trained by minitrans on the corpora in model.html, under their licences"},
             "files": {p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)} for p in sorted(tmp.iterdir())},
-            **published(meta, ("data", "validation")),
+            **published(meta, ("data", "validation", "adapted")),
         }
         _write_json(tmp / "manifest.json", manifest)
     return output_dir
@@ -127,6 +127,7 @@ def export(checkpoint: str | os.PathLike, output_dir: str | os.PathLike, quantiz
 def model_card(meta: dict, source: str, target: str, checkpoint_name: str, quantization: str) -> str:
     """``model.html``: what the model is, what it was trained on, how well it did (HTML with its
     charset: a static server sends ``.md`` files with none, and browsers then misread UTF-8)."""
+    from minitrans.checkpoint import adaptation_lines
     from minitrans.export.argos import corpus_line
 
     data = meta.get("data") or {}
@@ -135,6 +136,8 @@ def model_card(meta: dict, source: str, target: str, checkpoint_name: str, quant
     validation = meta.get("validation") or {}
     title = f"minitrans {languages.name(source)} → {languages.name(target)}"
     items = lambda lines: "".join(f"<li>{escape(line)}</li>" for line in lines)  # noqa: E731
+    adaptation = adaptation_lines(meta)
+    adapted = f"\n<h2>Adapted</h2><ul>{items(adaptation)}</ul>" if adaptation else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}: model card</title>
 <link rel="stylesheet" href="style.css"></head>
@@ -145,7 +148,7 @@ def model_card(meta: dict, source: str, target: str, checkpoint_name: str, quant
 exported from <code>{escape(checkpoint_name)}</code> by minitrans {escape(__version__)} with
 <code>minitrans export --format web</code> (weights: {escape(quantization)}). It runs in this page, in WebAssembly:
 nothing you type leaves your browser.</p>
-<h2>Training data</h2><ul>{items(corpus_line(c) for c in corpora if c)}</ul>
+<h2>Training data</h2><ul>{items(corpus_line(c) for c in corpora if c)}</ul>{adapted}
 <h2>Scores</h2><p>Validation scores when the checkpoint was written (greedy, sacreBLEU):</p>
 <ul>{items([f"{k}: {v:.2f}" for k, v in sorted(validation.items())] or ["none recorded"])}</ul>
 <h2>Limits</h2><p>A small model trained on short sentences (photo captions, everyday phrases): expect errors on

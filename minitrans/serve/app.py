@@ -74,7 +74,7 @@ def _finite(x: float) -> float | None:
 
 def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
     """What ``GET /v1/model`` reports (and ``GET /v1/models`` for each model)."""
-    public = published(meta, ("data", "averaged_from"))  # no path of this machine in an open answer
+    public = published(meta, ("data", "averaged_from", "adapted"))  # no path of this machine, no user's text
     data = public.get("data", {})
     source, target = translator.languages
     return {"minitrans_version": __version__, "checkpoint_version": meta.get("version"),
@@ -84,6 +84,7 @@ def model_info(translator: Translator, meta: dict) -> dict[str, Any]:
             "vocab_size": translator.tokenizer.vocab_size,
             "training_data": {k: data.get(k) for k in ("dataset", "corpora", "vocab_size") if k in data},
             "validation": meta.get("validation"), "averaged_from": public.get("averaged_from"),
+            "adapted": public.get("adapted"),
             "decoding": {"engine": translator.engine.name, "engine_reason": translator.engine_reason,
                          "attention": translator.attention_available,
                          "max_len_a": translator.max_len_a, "max_len_b": translator.max_len_b,

@@ -69,6 +69,10 @@ class TranslationModule(L.LightningModule):
             student started from its teacher): same model shape and SentencePiece model
             (``data.tokenizer``); optimizer, schedule and step start afresh. Dropout may differ.
             Ignored when resuming with ``--resume``, whose checkpoint has the weights.
+        anchor: With ``init_from``: add ``anchor · Σ (θ − θ₀)²`` over the weights to each step's
+            loss per token, pulling the model toward the one it started from (L2 toward the
+            parent: Barone et al. 2017, "Regularization techniques for fine-tuning in neural
+            machine translation"), so that fine-tuning forgets less of what it knew. 0 = off.
     """
 
     def __init__(
@@ -90,6 +94,7 @@ class TranslationModule(L.LightningModule):
         max_len_b: int = DEFAULT_MAX_LEN_B,
         init_from: str | None = None,
         sizing: dict | None = None,
+        anchor: float = 0.0,
     ) -> None:
         super().__init__()
         if isinstance(config, dict):  # rebuilt from a checkpoint's hyper_parameters
@@ -100,6 +105,9 @@ class TranslationModule(L.LightningModule):
             raise ConfigError(f"warmup_steps must be positive, got {warmup_steps}.")
         if not 0.0 < cooldown <= 1.0:
             raise ConfigError(f"cooldown is a share of the budget in (0, 1], got {cooldown}.")
+        if anchor < 0 or (anchor > 0 and not init_from):
+            raise ConfigError(f"anchor pulls the weights toward model.init_from's: it needs init_from and a value "
+                              f"≥ 0, got {anchor} (init_from {init_from!r}).")
         self.save_hyperparameters(ignore=["config"])
         self.hparams["config"] = config.to_dict()  # plain dict: loadable with weights_only
         self.config = config
@@ -113,6 +121,7 @@ class TranslationModule(L.LightningModule):
         self._minutes_before = 0.0  # wall minutes of the fits a resumed run continues
         self._data_hparams: dict[str, Any] = {}
         self._spent = 0.0  # the share of the budget spent (lr_schedule budget), rank 0's clock
+        self._anchor: dict[str, torch.Tensor] = {}  # init_from's weights, when anchor > 0 (never saved)
 
     # -- wiring ----------------------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -143,6 +152,18 @@ class TranslationModule(L.LightningModule):
                               f"run's data: set data.tokenizer: {path}")
         self.model.load_state_dict(model_state(checkpoint))
         log.info("Initialised the model from %s", path)
+        self._set_anchor()
+
+    def _set_anchor(self) -> None:
+        """Keep a copy of the weights as they are now, for ``anchor``'s pull."""
+        if self.hparams.anchor > 0:
+            self._anchor = {name: p.detach().clone() for name, p in self.model.named_parameters()}
+
+    def _anchor_penalty(self) -> torch.Tensor:
+        """``Σ (θ − θ₀)²`` over the weights (0 without an anchor)."""
+        if not self._anchor:
+            return torch.zeros((), device=self.device)
+        return sum(((p - self._anchor[name]) ** 2).sum() for name, p in self.model.named_parameters())
 
     # -- steps -----------------------------------------------------------------------
     def _losses(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -162,6 +183,10 @@ class TranslationModule(L.LightningModule):
         self._last_step_time = now
         self.log("train_loss", loss / n_tokens, prog_bar=True, on_step=True)
         self.log("train_nll", nll / n_tokens, on_step=True)
+        if self._anchor:
+            penalty = self._anchor_penalty()
+            self.log("anchor_distance", penalty.detach(), on_step=True)
+            return loss / n_tokens + self.hparams.anchor * penalty
         return loss / n_tokens
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
@@ -223,6 +248,9 @@ class TranslationModule(L.LightningModule):
         # Here, not in setup: only now does trainer.ckpt_path say whether this fit resumes.
         if self.hparams.init_from and self.trainer.ckpt_path is None:
             self._load_initial_weights(self.hparams.init_from)
+        elif self.hparams.anchor > 0:  # resumed: the anchor is still the weights the run started from
+            start = model_state(load_checkpoint(self.hparams.init_from))
+            self._anchor = {name: start[name].to(self.device) for name, _ in self.model.named_parameters()}
 
     def on_validation_epoch_end(self) -> None:
         if self._fit_started is not None and not self.trainer.sanity_checking:

@@ -109,3 +109,20 @@ def test_an_fr_en_model_adapts_on_the_same_memory_read_the_other_way(trained_fr_
     assert p.direction == "fr-en" and p.data["direction"] == "fr-en"
     train = (p.files["train"]).read_text().splitlines()[0].split("\t")
     assert train[0] in {e for e, _ in synthetic_pairs(300, seed=42)}  # the TSV keeps English first, as corpora do
+
+
+def test_the_cards_and_the_api_show_the_provenance_but_never_the_users_sentences(adapted):
+    from minitrans.checkpoint import adaptation_lines, published
+    from minitrans.export.argos import readme
+    from minitrans.export.web import model_card
+
+    out, report = adapted
+    meta = checkpoint_metadata(out)
+    public = published(meta, ("adapted",))["adapted"]
+    assert public["parent"] == meta["adapted"]["parent"] and "examples" not in public["report"]
+    assert report["examples"] and not any(e["source"] in json.dumps(public) for e in report["examples"])
+    lines = adaptation_lines(meta)
+    assert lines[0].startswith("Adapted from model.ckpt (sha256 ") and "memory.tmx (" in lines[0]
+    assert any(line.startswith("yours (your held-out pairs") and "BLEU" in line for line in lines)
+    assert lines[0] in readme(meta, "en", "fr", out.name, "int8")
+    assert "<h2>Adapted</h2>" in model_card(meta, "en", "fr", out.name, "float32")

@@ -430,3 +430,33 @@ def test_the_size_probes_choice_is_information_not_a_warning(tmp_path, prepared,
     with caplog.at_level(logging.INFO, logger="minitrans"):
         _size_model(config, [])
     assert [r.levelname for r in caplog.records if "Model size" in r.getMessage()] == ["INFO"]
+
+
+def _drift_after_fine_tuning(prepared, checkpoint, anchor: float) -> float:
+    """Σ (θ − θ_parent)² after 40 steps at a high learning rate from ``checkpoint``."""
+    from minitrans.checkpoint import model_state, stored_config
+
+    L.seed_everything(0, verbose=False)
+    parent = model_state(load_checkpoint(checkpoint))
+    module = TranslationModule(stored_config(load_checkpoint(checkpoint)), lr_schedule="cosine", peak_lr=1e-2,
+                               warmup_steps=5, total_steps=40, val_bleu=False, init_from=str(checkpoint),
+                               anchor=anchor)
+    trainer = L.Trainer(max_steps=40, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                        use_distributed_sampler=False)
+    trainer.fit(module, prepared)
+    assert not module._anchor or module._anchor_penalty().item() > 0
+    return sum(((p.detach() - parent[name]) ** 2).sum().item() for name, p in module.model.named_parameters())
+
+
+def test_the_anchor_keeps_a_fine_tuned_model_near_the_one_it_started_from(prepared, trained_checkpoint):
+    """``anchor`` adds anchor · Σ(θ − θ₀)² to the loss: the same 40 steps move the weights less
+    (issue #61: forgetting), and the anchor never enters the checkpoint's weights."""
+    free, held = (_drift_after_fine_tuning(prepared, trained_checkpoint, a) for a in (0.0, 1.0))
+    assert 0 < held < 0.5 * free, (free, held)
+
+
+def test_an_anchor_needs_a_model_to_start_from():
+    with pytest.raises(Exception, match="anchor pulls the weights toward model.init_from"):
+        TranslationModule(ModelConfig(vocab_size=320, d_model=64, n_heads=4, n_encoder_layers=1, n_decoder_layers=1,
+                                      d_ff=128), anchor=0.1)
