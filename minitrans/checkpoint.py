@@ -38,8 +38,8 @@ import torch
 from minitrans._version import __version__
 from minitrans.text import languages
 from minitrans.model.config import ModelConfig
-from minitrans.errors import CheckpointError, UsageError
-from minitrans.text.textio import atomic_output, file_sha256, same_file, write_failed
+from minitrans.errors import CheckpointError, UsageError, write_failed
+from minitrans.text.textio import atomic_output, file_sha256, same_file
 from minitrans.text.tokenizer import Tokenizer
 from minitrans.model.transformer import Transformer
 

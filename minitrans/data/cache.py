@@ -37,11 +37,10 @@ from typing import Any
 import datasets
 from filelock import FileLock
 
-from minitrans.errors import DataError
+from minitrans.errors import DataError, disk_full, write_failed
 from minitrans.data.mixture import CorpusSpec, decontaminate, epoch_rows, probabilities
 from minitrans.data.sources import for_direction, load_corpus
 from minitrans.data.stream import spm_sample
-from minitrans.text.textio import disk_full, write_failed
 from minitrans.text.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)

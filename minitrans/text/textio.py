@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
-from minitrans.errors import DISK_FULL, DataError, MinitransError, UsageError, WriteError, disk_full, write_failed
+from minitrans.errors import DISK_FULL, DataError, UsageError, write_failed
 
 BOM = "\ufeff"
 

@@ -31,7 +31,7 @@ import math
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,6 @@ class Plan:
     data: dict[str, Any]  # TranslationDataModule settings
     model: dict[str, Any]  # TranslationModule settings
     replay_note: str = ""
-    notes: list[str] = field(default_factory=list)
 
 
 def plan(parent: str | os.PathLike, data: list[str | os.PathLike], output: str | os.PathLike,
@@ -179,8 +178,8 @@ def _replay(recorded: dict, data_dir: str | None, replay: float) -> tuple[str, l
     split settings kept, so their test sentences stay out), or why there are none."""
     from minitrans.data.sources import source_files
 
-    if replay <= 0:
-        return "replay off (--replay 0): the parent's corpora are not mixed in.", []
+    if replay <= 0:  # asked for: nothing to say
+        return "", []
     if recorded.get("dataset") == "mixture":
         parts = [dict(c) for c in recorded.get("corpora") or []]
     elif recorded.get("dataset"):
@@ -291,7 +290,8 @@ def adapt(parent: str | os.PathLike, data: list[str | os.PathLike] | str | os.Pa
     started = time.perf_counter()
     data = [data] if isinstance(data, (str, os.PathLike)) else list(data)
     p = plan(parent, data, output, minutes, valid, replay, peak_lr, seed, data_dir, force, anchor=anchor)
-    for note in (p.replay_note, *vocabulary_notes(p)):
+    fit = vocabulary(p)
+    for note in (p.replay_note, *vocabulary_notes(fit)):
         if note:
             log.warning(note)
     log.info("adapting %s on %d pairs (%d validation, %d held out) for %g minutes%s", p.parent.name,
@@ -299,7 +299,7 @@ def adapt(parent: str | os.PathLike, data: list[str | os.PathLike] | str | os.Pa
              f", replaying {', '.join(p.provenance['replayed'])} at {p.provenance['replay']:.0%} of the draws"
              if p.provenance["replayed"] else "")
     best = train(p)
-    adapted = {**p.provenance, "vocabulary": vocabulary(p)}
+    adapted = {**p.provenance, "vocabulary": fit}
     tmp = p.run_dir / "adapted.ckpt"  # the report reads it; OUT appears only once the report is in it
     with_metadata(best, tmp, adapted=adapted)
     result = report(p.parent, tmp, p, beam_size) if with_report else {"table": ""}
@@ -334,11 +334,11 @@ def vocabulary(p: Plan) -> dict[str, Any]:
     return out
 
 
-def vocabulary_notes(p: Plan) -> list[str]:
-    """One line when the user's text is far outside the parent's vocabulary."""
-    v = vocabulary(p)
+def vocabulary_notes(fit: dict[str, Any]) -> list[str]:
+    """One line per side when the user's text is far outside the parent's vocabulary
+    (:func:`vocabulary`'s figures)."""
     notes = []
-    for side, stats in v.items():
+    for side, stats in fit.items():
         if stats["pieces_per_word"] > 2.0 or stats["byte_or_unknown_share"] > 0.01:
             notes.append(f"your {side} text is far from the parent's vocabulary: {stats['pieces_per_word']} pieces "
                          f"per word ({stats['byte_or_unknown_share']:.1%} single bytes or unknown); the adapted "

@@ -204,7 +204,7 @@ def test_a_cache_that_cannot_be_written_names_the_cache_not_its_temporary(tmp_pa
     """Issue #59, item 12, for the data cache: every OSError of the build's own folder is the one
     line naming the cache asked for."""
     from minitrans.data import cache as datacache
-    from minitrans.text.textio import WriteError
+    from minitrans.errors import WriteError
 
     path = tmp_path / "cache" / "tsv-0123456789ab"
 

@@ -12,6 +12,9 @@ import pytest
 from minitrans.data.memory import language_of, read_pairs, read_table, read_tmx
 from minitrans.errors import DataError
 
+# Read when the file is collected: the session's corpus fixtures unset MINITRANS_DATA later.
+SHARED = Path(os.environ.get("MINITRANS_DATA", "../shared/data"))
+
 # As CAT tools write them: a header with srclang, properties and notes, language variants in
 # either case, inline codes around words, a unit in one language only.
 TMX = """<?xml version="1.0" encoding="{encoding}"?>
@@ -139,7 +142,7 @@ def test_empty_or_missing_files_are_one_line(tmp_path):
 
 def test_the_real_tico19_memory_and_term_list():
     """TICO-19's memory as its tool exported it (3,071 units) and a term list as published."""
-    root = Path(os.environ.get("MINITRANS_DATA", "../shared/data")) / "tico19"
+    root = SHARED / "tico19"
     if not (root / "all.en-fr.tmx").is_file():
         pytest.skip("TICO-19 is not on this machine (set MINITRANS_DATA)")
     pairs = read_pairs(root / "all.en-fr.tmx")

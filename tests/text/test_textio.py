@@ -378,7 +378,8 @@ def test_7_a_byte_order_mark_is_not_text(capsys, tmp_path, trained_checkpoint):
 def test_a_folder_that_cannot_be_written_is_one_line_naming_it_before_any_work(tmp_path, monkeypatch):
     """A read-only place (faked for root, whom permissions do not stop): the error names the
     folder asked for, never the temporary, and comes from the check made before the work."""
-    from minitrans.text.textio import WriteError, atomic_folder, check_folder_writable
+    from minitrans.errors import WriteError
+    from minitrans.text.textio import atomic_folder, check_folder_writable
 
     real_mkdir = os.mkdir
 

@@ -126,3 +126,15 @@ def test_the_cards_and_the_api_show_the_provenance_but_never_the_users_sentences
     assert any(line.startswith("yours (your held-out pairs") and "BLEU" in line for line in lines)
     assert lines[0] in readme(meta, "en", "fr", out.name, "int8")
     assert "<h2>Adapted</h2>" in model_card(meta, "en", "fr", out.name, "float32")
+
+
+def test_text_far_from_the_parents_vocabulary_is_said_in_one_line(adapted):
+    from minitrans.training.adapt import vocabulary_notes
+
+    out, _ = adapted
+    fit = checkpoint_metadata(out)["adapted"]["vocabulary"]
+    assert set(fit) == {"en", "fr"} and all(v["pieces_per_word"] >= 1 for v in fit.values())
+    far = {"en": {"pieces_per_word": 2.5, "chars_per_word": 6.45, "byte_or_unknown_share": 0.0364},
+           "fr": {"pieces_per_word": 1.3, "chars_per_word": 5.1, "byte_or_unknown_share": 0.0}}
+    (line,) = vocabulary_notes(far)
+    assert line.startswith("your en text is far from the parent's vocabulary: 2.5 pieces per word (3.6% single")
