@@ -107,6 +107,7 @@ def readme(meta: dict, source: str, target: str, checkpoint_name: str, quantizat
     corpora = [c.get("dataset") for c in data.get("corpora") or []] or [data.get("dataset")]
     config = meta.get("model_config") or {}
     validation = meta.get("validation") or {}
+    adapted = adaptation_lines(meta)
     lines = [
         f"# minitrans {languages.name(source)} → {languages.name(target)}",
         "",
@@ -119,7 +120,7 @@ def readme(meta: dict, source: str, target: str, checkpoint_name: str, quantizat
         "",
         *[f"- {corpus_line(c)}" for c in corpora if c],
         "",
-        *(["## Adapted", "", *[f"- {line}" for line in adaptation_lines(meta)], ""] if adaptation_lines(meta) else []),
+        *(["## Adapted", "", *[f"- {line}" for line in adapted], ""] if adapted else []),
         "## Scores",
         "",
         "Validation scores when the checkpoint was written (greedy, sacreBLEU):",

@@ -83,7 +83,7 @@ def plan(parent: str | os.PathLike, data: list[str | os.PathLike], output: str |
          cache_dir: str = "data/cache", anchor: float = DEFAULT_ANCHOR) -> Plan:
     """Check everything, read and split the user's pairs into ``OUTPUT_STEM.run/``, and decide
     the run's settings. Every mistake is one line here, before any training."""
-    from minitrans.checkpoint import checkpoint_metadata, load_checkpoint, stored_config
+    from minitrans.checkpoint import load_checkpoint, metadata, stored_config
     from minitrans.data.corpus import data_dir_for, grouped_split
     from minitrans.data.memory import read_pairs
     from minitrans.text import languages
@@ -101,7 +101,8 @@ def plan(parent: str | os.PathLike, data: list[str | os.PathLike], output: str |
     if parent.is_dir() or parent.suffix != ".ckpt":
         raise UsageError(f"-m {parent}: adapt starts from a minitrans .ckpt (an exported folder holds no "
                          "training weights); give the checkpoint it was exported from.")
-    meta = checkpoint_metadata(parent)  # a CheckpointError naming the file when it is not minitrans's
+    checkpoint = load_checkpoint(parent)  # a CheckpointError naming the file when it is not minitrans's
+    meta = metadata(checkpoint)
     if output.suffix != ".ckpt":
         raise UsageError(f"-o {output}: name the adapted checkpoint NAME.ckpt.")
     if output.exists() and not force:
@@ -145,7 +146,7 @@ def plan(parent: str | os.PathLike, data: list[str | os.PathLike], output: str |
         files[split] = run_dir / "data" / f"{split}.tsv"
         _write_private(files[split], [f"{en}\t{fr}" for en, fr in rows])
 
-    config = stored_config(load_checkpoint(parent))
+    config = stored_config(checkpoint)
     recorded = meta.get("data", {})
     corpora = [{"name": YOURS, "dataset": "tsv", "files": {k: str(v) for k, v in files.items()},
                 "weight": 1.0 - replay, "valid_size": len(val), "test_size": len(test)}]
@@ -354,18 +355,16 @@ def held_out_sets(p: Plan) -> list[tuple[str, str, list[str], list[list[str]]]]:
     """``(name, what, sources, references)`` of every set the report scores: the user's
     held-out part, the parent's test sets (forgetting), the general-domain dev sets."""
     from minitrans.checkpoint import checkpoint_metadata
-    from minitrans.data.corpus import read_aligned, read_tsv, resolve_data_dir
+    from minitrans.data.corpus import resolve_data_dir
     from minitrans.data.heldout import eval_sets, load_eval_data
     from minitrans.text import languages
-    from minitrans.text.cleaning import clean
 
     meta = checkpoint_metadata(p.parent)
     source_lang = languages.of(meta)[0]
-    refs: dict[str, list[str]] = {}
-    for en, fr in read_tsv(p.files["test"]):
-        src, ref = (en, fr) if source_lang == "en" else (fr, en)
-        refs.setdefault(clean(src), []).append(clean(ref))
-    sets = [(YOURS, "your held-out pairs", list(refs), list(refs.values()))]
+    # the user's held-out part as evaluate reads it: one row per source sentence, all its references
+    files = {split: str(path) for split, path in p.files.items()}
+    sources, references = load_eval_data("tsv", "test", None, None, files=files, source_lang=source_lang)
+    sets = [(YOURS, "your held-out pairs", sources, references)]
     recorded = meta.get("data", {})
     data_dir = p.data["data_dir"]
     single = None if recorded.get("dataset") == "mixture" else recorded.get("dataset")
@@ -378,11 +377,11 @@ def held_out_sets(p: Plan) -> list[tuple[str, str, list[str], list[list[str]]]]:
             continue
         sets.append((f"{spec['name']}.test", "the parent's test set", sources, references))
     root = resolve_data_dir(data_dir)
+    target_lang = "fr" if source_lang == "en" else "en"
     for name, prefix in GENERAL_SETS.items():
-        src, ref = root / f"{prefix}.{source_lang}", root / f"{prefix}.{'fr' if source_lang == 'en' else 'en'}"
+        src, ref = root / f"{prefix}.{source_lang}", root / f"{prefix}.{target_lang}"
         if src.is_file() and ref.is_file():
-            pairs = read_aligned(src, ref)
-            sets.append((name, "general domain", [s for s, _ in pairs], [[clean(r)] for _, r in pairs]))
+            sets.append((name, "general domain", *load_eval_data(None, "test", str(src), [str(ref)])))
     return sets
 
 
